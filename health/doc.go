@@ -1,0 +1,67 @@
+// Package health decides whether a workload's pods are healthy, and which of
+// them died with their node and must be force-deleted.
+//
+// When a node fails, the taint-eviction controller marks its pods
+// DisruptionTarget=True (reason DeletionByTaintManager) and deletes them
+// gracefully; no kubelet is left to confirm, so they stay Terminating for
+// ever. A Checker finds such pods, force-deletes them (grace period 0, with
+// a UID precondition) and answers "healthy" only from the pods still alive.
+//
+// The package is pure decision logic: it uses the k8s.io/api and
+// k8s.io/apimachinery types and logr, never client-go. Pods come from a
+// PodSource and go through a Deleter; package podsource/kube binds both to
+// client-go, and package podsource/fake gives an in-memory pair for tests.
+//
+// # Classification
+//
+// Rules give each pod one Verdict: Alive, Terminating (a graceful deletion
+// in progress, never force-deleted), Finished (stopped in a terminal phase,
+// left alone) or Dead (force-deleted). DefaultRules documents the default
+// rule set and its order; the first rule with an opinion decides, and a pod
+// no rule matches is Alive.
+//
+// # Decision table
+//
+// Check lists the pods once, classifies them, force-deletes every dead pod,
+// and answers:
+//
+//	row | alive       | dead | force deletes                     | healthy | err
+//	----+-------------+------+-----------------------------------+---------+------------------------------
+//	D1  | 0           | 0    | none                              | false   | nil
+//	D2  | >=1         | 0    | none                              | true    | nil
+//	D3  | >=1         | >=1  | all succeed or pod already gone   | true    | nil
+//	D4  | 0           | >=1  | all succeed or pod already gone   | false   | nil
+//	D5  | any         | >=1  | at least one fails                | false   | errors.Join of one *DeleteError per failed pod
+//	D6  | source fails|      | none                              | false   | *ListError wrapping the source's error
+//	D7  | context ends|      | stops at once                     | false   | wraps the context's error
+//
+// Terminating and Finished pods count in neither column. "Succeed or pod
+// already gone" covers the outcomes ForceDeleted, WasAlreadyGone (NotFound),
+// NameReused (the UID precondition failed: a newer pod holds the name and is
+// left alone), DeletedEarlier and BlockedByFinalizers (see below).
+//
+// D3 is deliberate: a workload with a live pod whose dead pods were cleaned
+// up is exactly as healthy as one that never had dead pods, so the caller
+// does not rebuild it. On D1 and D4 the caller creates a replacement.
+//
+// In D5 every dead pod is still attempted; each *DeleteError unwraps to the
+// Deleter's own error, so errors.Is, errors.As and apierrors.IsXxx reach it.
+// In D7 a context that is done before the check lists nothing; one that
+// ends between force deletes leaves the remaining dead pods NotAttempted.
+// A source that returns a nil or nameless pod fails the check with an
+// *InvalidPodError, and nothing is deleted.
+//
+// # Stale caches
+//
+// A lagging source may still list a pod that was already force-deleted
+// (same UID). The Checker's Memory remembers each UID it deleted, for a
+// bounded time and count (see MemoryOptions): such a pod counts as deleted
+// (DeletedEarlier) and is not deleted again. When finalizers hold the pod,
+// it is reported BlockedByFinalizers and not deleted again either. A failed
+// delete is not remembered, so the next check tries it again.
+//
+// # Concurrency
+//
+// Checker and Memory are safe for concurrent use. Concurrent checks that
+// meet the same dead pod send a single DELETE and share its outcome.
+package health

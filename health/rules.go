@@ -1,0 +1,176 @@
+package health
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Rule is one named classification rule. Classify returns ok=false when the
+// rule has no opinion about the pod. Classify must not mutate the pod and
+// must be safe for concurrent use.
+type Rule struct {
+	Name     string
+	Classify func(pod *corev1.Pod) (v Verdict, ok bool)
+}
+
+// Rules is an ordered rule set: the first rule with an opinion decides. A pod
+// that no rule matches is Alive. Rules compose by concatenation, so a caller
+// can put its own rules before or after DefaultRules().
+type Rules []Rule
+
+// Names of the built-in rules, as they appear in Verdict.Rule.
+const (
+	RuleTaintEvicted         = "TaintEvicted"
+	RuleTerminatedByKubelet  = "TerminatedByKubelet"
+	RuleGracefulDeletion     = "GracefulDeletion"
+	RuleFinishedPod          = "FinishedPod"
+	RuleFinishedPodIsDead    = "FinishedPodIsDead"
+	RuleStaleDisruptionAlive = "StaleDisruptionTarget"
+)
+
+// Condition reasons set by Kubernetes on the DisruptionTarget condition.
+const (
+	ReasonDeletionByTaintManager = "DeletionByTaintManager"
+	ReasonTerminationByKubelet   = "TerminationByKubelet"
+)
+
+// DefaultRules returns the default rule set. The rules are safe: they only
+// speed up a deletion that Kubernetes already decided, or remove a pod whose
+// containers already stopped. In order:
+//
+//  1. TaintEvicted: deletionTimestamp set and DisruptionTarget=True with
+//     reason DeletionByTaintManager: Dead.
+//  2. TerminatedByKubelet: phase Failed and DisruptionTarget=True with reason
+//     TerminationByKubelet: Dead, with or without a deletionTimestamp.
+//  3. GracefulDeletion: any other pod with a deletionTimestamp (a drain, a
+//     preemption, a user's delete): Terminating, never force-deleted.
+//  4. FinishedPod: any other pod in phase Succeeded or Failed: Finished.
+//  5. StaleDisruptionTarget: DisruptionTarget=True without a deletionTimestamp
+//     on a running pod: Alive, since the condition can be stale.
+//
+// Any other pod is Alive. Each call returns a new slice that the caller may
+// change.
+func DefaultRules() Rules {
+	return Rules{TaintEvicted(), TerminatedByKubelet(), GracefulDeletion(), FinishedPod(), StaleDisruptionTarget()}
+}
+
+// Classify returns the verdict of the first rule with an opinion, or Alive.
+func (rs Rules) Classify(pod *corev1.Pod) Verdict {
+	for _, r := range rs {
+		if r.Classify == nil {
+			continue
+		}
+		if v, ok := r.Classify(pod); ok {
+			if v.Rule == "" {
+				v.Rule = r.Name
+			}
+			return v
+		}
+	}
+	return Verdict{State: Alive, Reason: "no rule matched"}
+}
+
+// TaintEvicted marks dead a pod that the taint-eviction controller is
+// deleting: its node went away and the toleration ran out, so no kubelet will
+// ever confirm the graceful deletion.
+func TaintEvicted() Rule {
+	return Rule{Name: RuleTaintEvicted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+		if pod.DeletionTimestamp == nil || !hasDisruptionTarget(pod, ReasonDeletionByTaintManager) {
+			return Verdict{}, false
+		}
+		return Verdict{State: Dead, Reason: "deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager"}, true
+	}}
+}
+
+// TerminatedByKubelet marks dead a Failed pod that the kubelet terminated
+// for a disruption (node shutdown, resource pressure): its containers are
+// gone already.
+func TerminatedByKubelet() Rule {
+	return Rule{Name: RuleTerminatedByKubelet, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+		if pod.Status.Phase != corev1.PodFailed || !hasDisruptionTarget(pod, ReasonTerminationByKubelet) {
+			return Verdict{}, false
+		}
+		return Verdict{State: Dead, Reason: "phase Failed and DisruptionTarget=True reason TerminationByKubelet"}, true
+	}}
+}
+
+// GracefulDeletion marks terminating any pod that is being deleted. Put it
+// after the rules that recognise dead pods: on its own it protects every
+// graceful shutdown, such as a drain's.
+func GracefulDeletion() Rule {
+	return Rule{Name: RuleGracefulDeletion, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+		if pod.DeletionTimestamp == nil {
+			return Verdict{}, false
+		}
+		reason := "deletionTimestamp set, graceful deletion in progress"
+		if c := disruptionTarget(pod); c != nil {
+			reason = "deletionTimestamp set, graceful deletion in progress (DisruptionTarget reason " + c.Reason + ")"
+		}
+		return Verdict{State: Terminating, Reason: reason}, true
+	}}
+}
+
+// FinishedPod marks a pod in phase Succeeded or Failed as Finished: not
+// alive, and left alone.
+func FinishedPod() Rule {
+	return Rule{Name: RuleFinishedPod, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+		if !isTerminalPhase(pod) {
+			return Verdict{}, false
+		}
+		return Verdict{State: Finished, Reason: "phase " + string(pod.Status.Phase)}, true
+	}}
+}
+
+// FinishedPodIsDead is the opt-in rule that force-deletes pods in phase
+// Succeeded or Failed. Put it before GracefulDeletion or FinishedPod to take
+// effect; pods with a deletionTimestamp are left to GracefulDeletion:
+//
+//	rules := append(health.Rules{health.FinishedPodIsDead()}, health.DefaultRules()...)
+func FinishedPodIsDead() Rule {
+	return Rule{Name: RuleFinishedPodIsDead, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+		if !isTerminalPhase(pod) || pod.DeletionTimestamp != nil {
+			return Verdict{}, false
+		}
+		return Verdict{State: Dead, Reason: "phase " + string(pod.Status.Phase) + ", containers stopped"}, true
+	}}
+}
+
+// StaleDisruptionTarget keeps alive a running pod that carries
+// DisruptionTarget=True but no deletionTimestamp: the disruption was called
+// off or has not happened, and the condition may be stale.
+func StaleDisruptionTarget() Rule {
+	return Rule{Name: RuleStaleDisruptionAlive, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+		if pod.DeletionTimestamp != nil || isTerminalPhase(pod) || disruptionTarget(pod) == nil {
+			return Verdict{}, false
+		}
+		return Verdict{State: Alive, Reason: "DisruptionTarget=True without deletionTimestamp; the condition can be stale"}, true
+	}}
+}
+
+func isTerminalPhase(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// disruptionTarget returns the pod's DisruptionTarget=True condition, or nil.
+// When the condition appears more than once, the first True one counts.
+func disruptionTarget(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// hasDisruptionTarget reports whether any DisruptionTarget=True condition
+// has the given reason, so that the order of duplicate conditions does not
+// change the verdict.
+func hasDisruptionTarget(pod *corev1.Pod, reason string) bool {
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == reason {
+			return true
+		}
+	}
+	return false
+}

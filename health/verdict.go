@@ -1,0 +1,42 @@
+package health
+
+// State is what a rule decided about a pod.
+type State int
+
+const (
+	// Alive pods count towards a healthy workload.
+	Alive State = iota
+	// Terminating pods are in a graceful deletion that is still in
+	// progress. They are neither alive nor dead and are never force-deleted.
+	Terminating
+	// Finished pods have stopped for good (phase Succeeded or Failed) but no
+	// rule calls them dead. They are not alive, and they are left alone.
+	Finished
+	// Dead pods are force-deleted by the Checker.
+	Dead
+)
+
+func (s State) String() string {
+	switch s {
+	case Alive:
+		return "Alive"
+	case Terminating:
+		return "Terminating"
+	case Finished:
+		return "Finished"
+	case Dead:
+		return "Dead"
+	default:
+		return "State(?)"
+	}
+}
+
+// Verdict is the classification of one pod.
+type Verdict struct {
+	State State
+	// Rule names the rule that decided; empty when no rule matched and the
+	// pod is alive by default.
+	Rule string
+	// Reason is the evidence the rule saw, for logs, events and reports.
+	Reason string
+}
