@@ -1,0 +1,125 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/podhealth/podhealth/health"
+)
+
+var _ health.Deleter = (*Deleter)(nil)
+
+// DeleterOptions configure a Deleter. The zero value bounds the Deleter to
+// its namespace only.
+type DeleterOptions struct {
+	// Selector, when not nil, also bounds the Deleter to the pods whose
+	// labels match it: any other pod is refused with an *OutOfScopeError.
+	// Nil means every pod of the namespace is in scope.
+	Selector labels.Selector
+}
+
+// Deleter force-deletes pods through the typed client: one DELETE per pod
+// with a grace period of 0 and a precondition on the pod's UID, so that a
+// newer pod that took the same name is never hit.
+//
+// A Deleter is bound to one namespace and, optionally, to a label
+// selector. It refuses, without sending anything, a pod outside that scope
+// (*OutOfScopeError) and a pod without a UID (health.ErrMissingUID).
+//
+// A Deleter is safe for concurrent use.
+type Deleter struct {
+	pods      corev1client.PodsGetter
+	namespace string
+	selector  labels.Selector // nil: no label bound
+}
+
+// NewDeleter returns a Deleter that sends its DELETE requests through
+// pods, typically clientset.CoreV1(), and that only deletes pods of
+// namespace (required).
+func NewDeleter(pods corev1client.PodsGetter, namespace string, opts DeleterOptions) (*Deleter, error) {
+	if pods == nil {
+		return nil, errors.New("kube: NewDeleter: nil PodsGetter")
+	}
+	if err := checkNamespace("NewDeleter", namespace); err != nil {
+		return nil, err
+	}
+	return &Deleter{pods: pods, namespace: namespace, selector: opts.Selector}, nil
+}
+
+// DeleteOptions returns the options of the DELETE that force-deletes the
+// pod with the given UID: grace period 0 and a UID precondition, nothing
+// else.
+func DeleteOptions(uid string) metav1.DeleteOptions {
+	grace := int64(0)
+	return metav1.DeleteOptions{
+		GracePeriodSeconds: &grace,
+		Preconditions:      metav1.NewUIDPreconditions(uid),
+	}
+}
+
+// ForceDelete deletes pod with a grace period of 0 and a UID precondition,
+// and maps the answer with health.ClassifyDeleteError: success is
+// health.Deleted, NotFound is health.AlreadyGone and Conflict is
+// health.UIDMismatch. Any other error is wrapped, so that errors.Is,
+// errors.As and apierrors.IsXxx still reach it.
+//
+// A nil pod, a pod without a UID and a pod outside the Deleter's scope are
+// refused with an error and no request; so is any pod when ctx is done.
+// ForceDelete never changes pod.
+func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) (health.DeleteResult, error) {
+	if pod == nil {
+		return 0, errors.New("kube: force delete: nil pod")
+	}
+	if err := d.InScope(pod); err != nil {
+		return 0, err
+	}
+	if pod.UID == "" {
+		return 0, fmt.Errorf("kube: force delete of pod %s/%s: %w", pod.Namespace, pod.Name, health.ErrMissingUID)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("kube: force delete of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	err := d.pods.Pods(pod.Namespace).Delete(ctx, pod.Name, DeleteOptions(string(pod.UID)))
+	result, err := health.ClassifyDeleteError(err)
+	if err != nil {
+		return 0, fmt.Errorf("kube: DELETE pod %s/%s with grace period 0 and UID precondition: %w", pod.Namespace, pod.Name, err)
+	}
+	return result, nil
+}
+
+// InScope returns nil when pod is in the Deleter's scope (its namespace
+// and, when set, its label selector), else an *OutOfScopeError.
+func (d *Deleter) InScope(pod *corev1.Pod) error {
+	if pod.Namespace != d.namespace {
+		return &OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, Reason: fmt.Sprintf("namespace %q is not %q", pod.Namespace, d.namespace)}
+	}
+	if d.selector != nil && !d.selector.Matches(labels.Set(pod.Labels)) {
+		return &OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, ScopeSelector: d.selector.String(), Reason: fmt.Sprintf("labels do not match selector %q", d.selector.String())}
+	}
+	return nil
+}
+
+// OutOfScopeError is the error of a force delete that a Deleter refused
+// because the pod lies outside its namespace or label selector. No request
+// was sent.
+type OutOfScopeError struct {
+	// Namespace and Name are the pod's.
+	Namespace string
+	Name      string
+	// ScopeNamespace is the Deleter's namespace; ScopeSelector its label
+	// selector, empty when it has none.
+	ScopeNamespace string
+	ScopeSelector  string
+	// Reason says which bound the pod is outside of.
+	Reason string
+}
+
+func (e *OutOfScopeError) Error() string {
+	return fmt.Sprintf("kube: refusing to delete pod %s/%s outside the deleter's scope: %s", e.Namespace, e.Name, e.Reason)
+}

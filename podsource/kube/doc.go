@@ -1,0 +1,43 @@
+// Package kube binds package health to a Kubernetes API server through
+// client-go. It is the only package of this module that imports client-go.
+//
+// It provides:
+//
+//   - ListerSource, a health.PodSource over an informer's lister: a check
+//     sends no LIST request, and the cached pods are never changed;
+//   - ClientSource, a health.PodSource that lists through the typed client,
+//     for programs without an informer;
+//   - Deleter, a health.Deleter that sends DELETE with a grace period of 0
+//     and a UID precondition, and refuses pods outside its namespace and
+//     label selector without sending anything;
+//   - EventObserver, a health.Observer that records a Kubernetes event for
+//     each force delete (or, in a dry run, each one that would be sent);
+//   - DeadPodHandler, an informer event handler that reports a pod as soon
+//     as it becomes dead, so that a controller can check its workload at
+//     once instead of at the next resync;
+//   - PolicyRules, the RBAC rules all of the above need.
+//
+// A typical controller wires them as follows (error handling elided):
+//
+//	factory := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns))
+//	lister := factory.Core().V1().Pods().Lister()
+//	selector := labels.SelectorFromSet(labels.Set{"app": "registry"})
+//	source, _ := kube.NewListerSource(lister, ns, selector)
+//	deleter, _ := kube.NewDeleter(client.CoreV1(), ns, kube.DeleterOptions{Selector: selector})
+//	observer, _ := kube.NewEventObserver(recorder, kube.EventObserverOptions{Object: owner})
+//	checker, _ := health.New(source, deleter, health.Options{Observer: observer})
+//	healthy, err := checker.Check(ctx)
+//
+// Constructors check their input and return an error, never panic. Every
+// namespace is required: nothing in this package acts across namespaces.
+// Label selectors given to the sources are required too (labels.Everything()
+// selects all pods), so that a forgotten selector does not silently widen a
+// workload.
+//
+// # Concurrency
+//
+// ListerSource, ClientSource, Deleter and EventObserver are safe for
+// concurrent use (EventObserver as far as its recorder is, which client-go's
+// recorders are). The handler returned by DeadPodHandler is safe for
+// concurrent use when its enqueue function is.
+package kube
