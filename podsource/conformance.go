@@ -144,6 +144,9 @@ func checkList(got, want []*corev1.Pod) error {
 }
 
 func deepCopyAll(pods []*corev1.Pod) []*corev1.Pod {
+	if pods == nil {
+		return nil
+	}
 	out := make([]*corev1.Pod, len(pods))
 	for i, p := range pods {
 		out[i] = p.DeepCopy()
