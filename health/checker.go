@@ -131,19 +131,14 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	}
 
 	alive := 0
-	var dead []int // indexes into pods, allocated only when there is a dead pod
-	var verdicts []Verdict
+	var dead []deadPod // allocated only when there is a dead pod
 	for i, pod := range pods {
 		v := c.rules.Classify(pod)
 		switch v.State {
 		case Alive:
 			alive++
 		case Dead:
-			if dead == nil {
-				verdicts = make([]Verdict, len(pods))
-			}
-			dead = append(dead, i)
-			verdicts[i] = v
+			dead = append(dead, deadPod{index: i, verdict: v})
 		}
 		if report != nil {
 			report.Pods = append(report.Pods, newPodReport(pod, v))
@@ -151,20 +146,20 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	}
 
 	var errs []error
-	for n, i := range dead {
+	for n, d := range dead {
 		if err := ctx.Err(); err != nil {
 			if report != nil {
-				for _, j := range dead[n:] {
-					report.Pods[j].Outcome = NotAttempted
+				for _, rest := range dead[n:] {
+					report.Pods[rest.index].Outcome = NotAttempted
 				}
 			}
 			errs = append(errs, stopped(err))
 			break
 		}
-		outcome, err := c.forceDelete(ctx, pods[i], verdicts[i])
+		outcome, err := c.forceDelete(ctx, pods[d.index], d.verdict)
 		if report != nil {
-			report.Pods[i].Outcome = outcome
-			report.Pods[i].Err = err
+			report.Pods[d.index].Outcome = outcome
+			report.Pods[d.index].Err = err
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -174,6 +169,12 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 		return false, errors.Join(errs...)
 	}
 	return alive > 0, nil
+}
+
+// deadPod is a dead pod's place in the list, with its verdict.
+type deadPod struct {
+	index   int
+	verdict Verdict
 }
 
 // forceDelete removes one dead pod, unless a dry run, the Memory or another

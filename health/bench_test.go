@@ -1,0 +1,45 @@
+package health_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podhealth/podhealth/health"
+)
+
+// BenchmarkCheck measures one check over n pods. With all pods alive the
+// check must not allocate. With 1% dead, the first check deletes them and
+// every later one finds them in the Memory, as when an informer lags.
+func BenchmarkCheck(b *testing.B) {
+	for _, deadPercent := range []int{0, 1} {
+		for _, n := range []int{10, 1000, 10000} {
+			b.Run(fmt.Sprintf("dead=%d%%/pods=%d", deadPercent, n), func(b *testing.B) {
+				pods := make([]*corev1.Pod, n)
+				for i := range pods {
+					if deadPercent > 0 && i%(100/deadPercent) == 0 {
+						pods[i] = taintEvicted(fmt.Sprintf("pod-%d", i))
+					} else {
+						pods[i] = newPod(fmt.Sprintf("pod-%d", i))
+					}
+				}
+				source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return pods, nil })
+				deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) (health.DeleteResult, error) { return health.Deleted, nil })
+				checker, err := health.New(source, deleter, health.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				b.ReportAllocs()
+				for b.Loop() {
+					if healthy, err := checker.Check(ctx); err != nil || !healthy {
+						b.Fatalf("Check() = %v, %v", healthy, err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/pod")
+			})
+		}
+	}
+}
