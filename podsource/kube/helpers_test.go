@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -111,6 +112,23 @@ func verbs(client *fake.Clientset, skip int) []string {
 		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
 	}
 	return out
+}
+
+// podVerbs is verbs restricted to requests about pods (events are
+// written asynchronously by a broadcaster, and read back by tests).
+func podVerbs(client *fake.Clientset, skip int) []string {
+	var out []string
+	for _, a := range client.Actions()[skip:] {
+		if a.GetResource().Resource == "pods" {
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+		}
+	}
+	return out
+}
+
+// podIndexer returns an empty store indexed by namespace, as an informer's.
+func podIndexer() cache.Indexer {
+	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 }
 
 const eventually = 5 * time.Second

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
@@ -132,7 +131,7 @@ func TestClientSourceWrapsAPIError(t *testing.T) {
 
 func TestConstructorsRejectBadInputWithoutPanicking(t *testing.T) {
 	client := fake.NewClientset()
-	lister := corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	lister := corelisters.NewPodLister(podIndexer())
 	tests := []struct {
 		name    string
 		build   func() (any, error)
