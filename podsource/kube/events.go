@@ -63,6 +63,11 @@ func NewEventObserver(recorder record.EventRecorder, opts EventObserverOptions) 
 	return &EventObserver{recorder: recorder, object: opts.Object}, nil
 }
 
+// ObserveDecision records nothing: a Checker calls it for every pod of
+// every check, far too often for events. Only force deletes are recorded,
+// by ObserveForceDelete.
+func (o *EventObserver) ObserveDecision(context.Context, *corev1.Pod, health.PodReport) {}
+
 // ObserveForceDelete records the event for one force delete (see the Reason
 // constants). It does not change pod.
 func (o *EventObserver) ObserveForceDelete(_ context.Context, pod *corev1.Pod, r health.PodReport) {

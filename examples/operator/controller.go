@@ -1,0 +1,377 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/kube"
+)
+
+// WorkloadLabel is the label key that ties a pod to its workload: the pods
+// of workload w are the pods labelled WorkloadLabel=w.
+const WorkloadLabel = "podhealth.example/workload"
+
+// ReasonCreatedReplacement is the reason of the Normal event recorded on
+// each replacement pod the controller creates.
+const ReasonCreatedReplacement = "CreatedReplacementPod"
+
+// defaultExpectationTimeout bounds how long the controller waits for its
+// informer to show a replacement it created before it stops waiting and may
+// create another one. It matches the timeout of the expectations of the
+// Kubernetes controllers.
+const defaultExpectationTimeout = 5 * time.Minute
+
+// config is what the flags set.
+type config struct {
+	Namespace string
+	Workloads []string
+	// Image is the container image of replacement pods.
+	Image string
+	// NodeSelector is the replacement pods' node selector; nil for none.
+	NodeSelector map[string]string
+	// TolerationSeconds is how long replacement pods tolerate a not-ready
+	// or unreachable node before taint-eviction deletes them.
+	TolerationSeconds int64
+	DryRun            bool
+}
+
+func (c config) validate() error {
+	var errs []error
+	if msgs := validation.IsDNS1123Label(c.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q: %v", c.Namespace, msgs))
+	}
+	if len(c.Workloads) == 0 {
+		errs = append(errs, errors.New("no workload given"))
+	}
+	seen := map[string]bool{}
+	for _, w := range c.Workloads {
+		if msgs := validation.IsDNS1123Label(w); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("workload %q: %v", w, msgs))
+		}
+		if seen[w] {
+			errs = append(errs, fmt.Errorf("workload %q given twice", w))
+		}
+		seen[w] = true
+	}
+	if c.Image == "" && !c.DryRun {
+		errs = append(errs, errors.New("no image for replacement pods"))
+	}
+	if c.TolerationSeconds < 0 {
+		errs = append(errs, fmt.Errorf("negative toleration seconds %d", c.TolerationSeconds))
+	}
+	return errors.Join(errs...)
+}
+
+// controller keeps each workload at one live pod at least: it force-deletes
+// the workload's pods that died with their node and creates a replacement
+// when none is alive. Its queue holds workload names.
+type controller struct {
+	cfg      config
+	client   kubernetes.Interface
+	lister   corelisters.PodLister
+	recorder record.EventRecorder
+	log      logr.Logger
+	queue    workqueue.TypedRateLimitingInterface[string]
+	checkers map[string]*health.Checker
+	rules    health.Rules
+	expect   *expectations
+}
+
+// newController builds a controller over lister, which must list the pods
+// of cfg.Namespace (an informer's, filtered or not by WorkloadLabel).
+func newController(cfg config, client kubernetes.Interface, lister corelisters.PodLister, recorder record.EventRecorder, log logr.Logger) (*controller, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	observer, err := kube.NewEventObserver(recorder, kube.EventObserverOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c := &controller{
+		cfg:      cfg,
+		client:   client,
+		lister:   lister,
+		recorder: recorder,
+		log:      log,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "podhealth-workloads"},
+		),
+		checkers: make(map[string]*health.Checker, len(cfg.Workloads)),
+		rules:    health.DefaultRules(),
+		expect:   newExpectations(defaultExpectationTimeout, time.Now),
+	}
+	memory := health.NewMemory(health.MemoryOptions{})
+	for _, w := range cfg.Workloads {
+		selector := workloadSelector(w)
+		source, err := kube.NewListerSource(lister, cfg.Namespace, selector)
+		if err != nil {
+			return nil, err
+		}
+		deleter, err := kube.NewDeleter(client.CoreV1(), cfg.Namespace, kube.DeleterOptions{Selector: selector})
+		if err != nil {
+			return nil, err
+		}
+		checker, err := health.New(source, deleter, health.Options{
+			DryRun:   cfg.DryRun,
+			Logger:   log.WithValues("workload", w),
+			Rules:    c.rules,
+			Memory:   memory,
+			Observer: observer,
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.checkers[w] = checker
+	}
+	return c, nil
+}
+
+func workloadSelector(workload string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{WorkloadLabel: workload})
+}
+
+// eventHandlers returns the handlers to add to the pod informer: one that
+// enqueues a workload at once when one of its pods dies, and one that
+// enqueues it on any change to its pods.
+func (c *controller) eventHandlers() []cache.ResourceEventHandler {
+	return []cache.ResourceEventHandler{
+		kube.DeadPodHandler(c.rules, func(pod *corev1.Pod) {
+			if w, ok := c.workloadOf(pod); ok {
+				c.log.Info("pod died with its node", "workload", w, "namespace", pod.Namespace, "name", pod.Name, "node", pod.Spec.NodeName)
+				c.queue.Add(w)
+			}
+		}),
+		cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				pod, ok := kube.PodFromObject(obj)
+				if !ok {
+					return
+				}
+				if w, ok := c.workloadOf(pod); ok {
+					c.expect.observed(w, pod.Name)
+					c.queue.Add(w)
+				}
+			},
+			UpdateFunc: func(_, obj any) { c.enqueueObject(obj) },
+			DeleteFunc: c.enqueueObject,
+		},
+	}
+}
+
+func (c *controller) enqueueObject(obj any) {
+	if pod, ok := kube.PodFromObject(obj); ok {
+		if w, ok := c.workloadOf(pod); ok {
+			c.queue.Add(w)
+		}
+	}
+}
+
+// workloadOf returns the workload of pod when it is one the controller
+// manages.
+func (c *controller) workloadOf(pod *corev1.Pod) (string, bool) {
+	if pod.Namespace != c.cfg.Namespace {
+		return "", false
+	}
+	w, ok := pod.Labels[WorkloadLabel]
+	if !ok || c.checkers[w] == nil {
+		return "", false
+	}
+	return w, true
+}
+
+// enqueueAll adds every workload to the queue.
+func (c *controller) enqueueAll() {
+	for _, w := range c.cfg.Workloads {
+		c.queue.Add(w)
+	}
+}
+
+// run processes the queue with the given number of workers, enqueueing
+// every workload now and then every resync, until ctx ends; then it shuts
+// the queue down and waits for the workers to finish their current item.
+func (c *controller) run(ctx context.Context, workers int, resync time.Duration) {
+	c.log.Info("starting", "namespace", c.cfg.Namespace, "workloads", c.cfg.Workloads, "dryRun", c.cfg.DryRun, "workers", workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	c.enqueueAll()
+	if resync > 0 {
+		wg.Go(func() {
+			t := time.NewTicker(resync)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					c.enqueueAll()
+				}
+			}
+		})
+	}
+	<-ctx.Done()
+	c.log.Info("shutting down")
+	c.queue.ShutDown()
+	wg.Wait()
+	c.log.Info("stopped")
+}
+
+// processNext syncs one workload from the queue. It returns false when the
+// queue was shut down.
+func (c *controller) processNext(ctx context.Context) bool {
+	w, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(w)
+	if err := c.sync(ctx, w); err != nil {
+		if ctx.Err() != nil {
+			return true // shutting down; the error is the context's
+		}
+		c.log.Error(err, "sync failed; requeueing with backoff", "workload", w, "retries", c.queue.NumRequeues(w))
+		c.queue.AddRateLimited(w)
+		return true
+	}
+	c.queue.Forget(w)
+	return true
+}
+
+// sync checks one workload: it force-deletes its dead pods and, when no pod
+// is alive, creates one replacement, unless a replacement it created is
+// not yet in the lister.
+func (c *controller) sync(ctx context.Context, w string) error {
+	checker := c.checkers[w]
+	if checker == nil {
+		return nil // not ours
+	}
+	log := c.log.WithValues("workload", w)
+	healthy, err := checker.Check(ctx)
+	if err != nil {
+		return fmt.Errorf("checking workload %s: %w", w, err)
+	}
+	if healthy {
+		return nil
+	}
+	if name, wait, ok := c.expect.pending(w, c.lister, c.cfg.Namespace); ok {
+		log.Info("no live pod, but the replacement created earlier is not in the cache yet; not creating another", "pod", name)
+		c.queue.AddAfter(w, wait)
+		return nil
+	}
+	if c.cfg.DryRun {
+		log.Info("would create replacement pod (dry run)", "namespace", c.cfg.Namespace)
+		return nil
+	}
+	pod, err := c.client.CoreV1().Pods(c.cfg.Namespace).Create(ctx, c.replacement(w), metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating replacement pod for workload %s: %w", w, err)
+	}
+	c.expect.expect(w, pod.Name)
+	log.Info("created replacement pod", "namespace", pod.Namespace, "name", pod.Name, "uid", string(pod.UID))
+	c.recorder.Eventf(kube.PodReference(pod), corev1.EventTypeNormal, ReasonCreatedReplacement,
+		"Created replacement pod %s/%s for workload %s, which had no live pod", pod.Namespace, pod.Name, w)
+	return nil
+}
+
+// replacement returns the pod to create for workload w.
+func (c *controller) replacement(w string) *corev1.Pod {
+	seconds := c.cfg.TolerationSeconds
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: w + "-",
+			Namespace:    c.cfg.Namespace,
+			Labels:       map[string]string{WorkloadLabel: w},
+		},
+		Spec: corev1.PodSpec{
+			Containers:    []corev1.Container{{Name: "workload", Image: c.cfg.Image}},
+			RestartPolicy: corev1.RestartPolicyAlways,
+			NodeSelector:  c.cfg.NodeSelector,
+			Tolerations: []corev1.Toleration{
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &seconds},
+				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &seconds},
+			},
+		},
+	}
+}
+
+// expectations remember, per workload, the replacement pod the controller
+// created until its informer shows it, so that a lagging cache does not
+// make it create a second one. An expectation ends when the pod is seen,
+// or after a timeout, so that a pod the cache never shows (deleted at once)
+// does not block the workload for ever. Safe for concurrent use.
+type expectations struct {
+	timeout time.Duration
+	now     func() time.Time
+
+	mu      sync.Mutex
+	created map[string]expectation // by workload
+}
+
+type expectation struct {
+	name string
+	at   time.Time
+}
+
+func newExpectations(timeout time.Duration, now func() time.Time) *expectations {
+	return &expectations{timeout: timeout, now: now, created: map[string]expectation{}}
+}
+
+// expect records that pod name was created for workload w.
+func (e *expectations) expect(w, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.created[w] = expectation{name: name, at: e.now()}
+}
+
+// observed ends the expectation of workload w if it is for pod name.
+func (e *expectations) observed(w, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x, ok := e.created[w]; ok && x.name == name {
+		delete(e.created, w)
+	}
+}
+
+// pending reports whether workload w still waits for the pod it created to
+// show up in lister, with the pod's name and how long until the wait times
+// out. A pod found in lister ends the wait.
+func (e *expectations) pending(w string, lister corelisters.PodLister, namespace string) (name string, wait time.Duration, ok bool) {
+	e.mu.Lock()
+	x, ok := e.created[w]
+	e.mu.Unlock()
+	if !ok {
+		return "", 0, false
+	}
+	if _, err := lister.Pods(namespace).Get(x.name); err == nil {
+		e.observed(w, x.name)
+		return "", 0, false
+	} else if !apierrors.IsNotFound(err) {
+		return x.name, time.Second, true // cannot tell; wait a little
+	}
+	left := x.at.Add(e.timeout).Sub(e.now())
+	if left <= 0 {
+		e.observed(w, x.name)
+		return "", 0, false
+	}
+	return x.name, left, true
+}

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+)
+
+// fixture loads a pod captured from a real control plane and makes it a
+// pod of workload w.
+func fixture(t testing.TB, file, w string) *corev1.Pod {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "real-cluster", file))
+	require.NoError(t, err)
+	var pod corev1.Pod
+	require.NoError(t, json.Unmarshal(data, &pod))
+	pod.Labels = map[string]string{WorkloadLabel: w}
+	return &pod
+}
+
+func testConfig() config {
+	return config{Namespace: "default", Workloads: []string{"registry"}, Image: "quay.io/example/registry:v2", TolerationSeconds: 30}
+}
+
+// newFakeClient returns a clientset holding pods that, like the API
+// server, gives each created pod a name from its generateName and a UID.
+func newFakeClient(pods ...*corev1.Pod) *fake.Clientset {
+	objs := make([]runtime.Object, len(pods))
+	for i, p := range pods {
+		objs[i] = p.DeepCopy()
+	}
+	client := fake.NewClientset(objs...)
+	var n atomic.Int64
+	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		create := action.(k8stesting.CreateAction)
+		pod := create.GetObject().(*corev1.Pod).DeepCopy()
+		if pod.Name == "" && pod.GenerateName != "" {
+			i := n.Add(1)
+			pod.Name = fmt.Sprintf("%sr%04d", pod.GenerateName, i)
+			pod.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
+		}
+		if err := client.Tracker().Create(create.GetResource(), pod, create.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, pod, nil
+	})
+	return client
+}
+
+// staleLister is a lister that sees only what the test puts in it: a cache
+// that lags as much as the test wants.
+func staleLister(t testing.TB, pods ...*corev1.Pod) (corelisters.PodLister, cache.Indexer) {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, p := range pods {
+		require.NoError(t, idx.Add(p.DeepCopy()))
+	}
+	return corelisters.NewPodLister(idx), idx
+}
+
+func newTestController(t testing.TB, cfg config, client *fake.Clientset, lister corelisters.PodLister, log logr.Logger) *controller {
+	t.Helper()
+	c, err := newController(cfg, client, lister, record.NewFakeRecorder(100), log)
+	require.NoError(t, err)
+	t.Cleanup(c.queue.ShutDown)
+	return c
+}
+
+func podActions(client *fake.Clientset, verb string) []k8stesting.Action {
+	var out []k8stesting.Action
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "pods" && a.GetVerb() == verb {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func TestSyncForceDeletesTheDeadPodAndCreatesOneReplacement(t *testing.T) {
+	dead := fixture(t, "pod-taint-evicted.json", "registry")
+	client := newFakeClient(dead)
+	lister, _ := staleLister(t, dead)
+	c := newTestController(t, testConfig(), client, lister, logr.Discard())
+
+	require.NoError(t, c.sync(context.Background(), "registry"))
+
+	deletes := podActions(client, "delete")
+	require.Len(t, deletes, 1)
+	require.Equal(t, "taint-evicted", deletes[0].(k8stesting.DeleteActionImpl).GetName())
+	require.Equal(t, ptr.To[int64](0), deletes[0].(k8stesting.DeleteActionImpl).GetDeleteOptions().GracePeriodSeconds)
+
+	creates := podActions(client, "create")
+	require.Len(t, creates, 1)
+	got := creates[0].(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+	want := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "registry-", Namespace: "default", Labels: map[string]string{WorkloadLabel: "registry"}},
+		Spec: corev1.PodSpec{
+			Containers:    []corev1.Container{{Name: "workload", Image: "quay.io/example/registry:v2"}},
+			RestartPolicy: corev1.RestartPolicyAlways,
+			Tolerations: []corev1.Toleration{
+				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)},
+			},
+		},
+	}
+	require.Empty(t, cmp.Diff(want, got), "replacement pod (-want +got)")
+}
+
+// TestSyncWithLaggingCacheDoesNotCreateASecondReplacement: the lister
+// still shows the dead pod and not the replacement, as an informer would
+// a moment after the first sync; the next syncs create nothing more, and
+// the expectation ends when the replacement is seen.
+func TestSyncWithLaggingCacheDoesNotCreateASecondReplacement(t *testing.T) {
+	dead := fixture(t, "pod-taint-evicted.json", "registry")
+	client := newFakeClient(dead)
+	lister, idx := staleLister(t, dead)
+	c := newTestController(t, testConfig(), client, lister, logr.Discard())
+	ctx := context.Background()
+
+	for i := range 3 {
+		require.NoError(t, c.sync(ctx, "registry"), "sync %d", i)
+	}
+	require.Len(t, podActions(client, "create"), 1, "creates over three syncs of a lagging cache")
+	require.Len(t, podActions(client, "delete"), 1, "deletes over three syncs of a lagging cache")
+
+	// The informer catches up: the dead pod goes, the replacement comes.
+	created, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, created.Items, 1)
+	require.NoError(t, idx.Delete(dead))
+	require.NoError(t, idx.Add(&created.Items[0]))
+	for _, h := range c.eventHandlers() {
+		h.OnAdd(&created.Items[0], false)
+	}
+	require.NoError(t, c.sync(ctx, "registry"))
+	require.Len(t, podActions(client, "create"), 1, "a replacement was created while one is alive")
+	_, _, waiting := c.expect.pending("registry", lister, "default")
+	require.False(t, waiting, "the expectation did not end when the replacement was seen")
+}
+
+func TestSyncCreatesAgainWhenTheReplacementNeverShowsUp(t *testing.T) {
+	client := newFakeClient()
+	lister, _ := staleLister(t)
+	c := newTestController(t, testConfig(), client, lister, logr.Discard())
+	now := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
+	c.expect = newExpectations(time.Minute, func() time.Time { return now })
+	ctx := context.Background()
+
+	require.NoError(t, c.sync(ctx, "registry"))
+	now = now.Add(59 * time.Second)
+	require.NoError(t, c.sync(ctx, "registry"))
+	require.Len(t, podActions(client, "create"), 1, "created again before the expectation timed out")
+	now = now.Add(time.Second)
+	require.NoError(t, c.sync(ctx, "registry"))
+	require.Len(t, podActions(client, "create"), 2, "still waiting after the expectation timed out")
+}
+
+func TestSyncLeavesAHealthyWorkloadAlone(t *testing.T) {
+	pods := []*corev1.Pod{
+		fixture(t, "pod-alive.json", "registry"),
+		fixture(t, "pod-drained.json", "registry"),
+		fixture(t, "pod-user-deleted.json", "registry"),
+	}
+	client := newFakeClient(pods...)
+	lister, _ := staleLister(t, pods...)
+	c := newTestController(t, testConfig(), client, lister, logr.Discard())
+
+	require.NoError(t, c.sync(context.Background(), "registry"))
+	require.Empty(t, client.Actions(), "a healthy workload with only gracefully terminating pods besides must cost no request")
+}
+
+func TestSyncOnlyTouchesItsOwnWorkload(t *testing.T) {
+	other := fixture(t, "pod-taint-evicted.json", "mirror")
+	alive := fixture(t, "pod-alive.json", "registry")
+	cfg := testConfig()
+	cfg.Workloads = []string{"registry", "mirror"}
+	client := newFakeClient(other, alive)
+	lister, _ := staleLister(t, other, alive)
+	c := newTestController(t, cfg, client, lister, logr.Discard())
+
+	require.NoError(t, c.sync(context.Background(), "registry"))
+	require.Empty(t, client.Actions(), "syncing registry acted on mirror's pods")
+	require.NoError(t, c.sync(context.Background(), "unknown"))
+	require.Empty(t, client.Actions())
+}
+
+func TestSyncDryRunChangesNothing(t *testing.T) {
+	dead := fixture(t, "pod-taint-evicted.json", "registry")
+	cfg := testConfig()
+	cfg.DryRun = true
+	client := newFakeClient(dead)
+	lister, _ := staleLister(t, dead)
+	var lines []string
+	c := newTestController(t, cfg, client, lister, funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{}))
+
+	require.NoError(t, c.sync(context.Background(), "registry"))
+	require.Empty(t, client.Actions())
+	require.Len(t, lines, 2, "log lines: %q", lines)
+	require.Contains(t, lines[0], `"msg"="would force-delete pod"`)
+	require.Contains(t, lines[1], `"msg"="would create replacement pod (dry run)"`)
+}
+
+func TestSyncLogsForceDeleteAndReplacement(t *testing.T) {
+	dead := fixture(t, "pod-taint-evicted.json", "registry")
+	client := newFakeClient(dead)
+	lister, _ := staleLister(t, dead)
+	var lines []string
+	c := newTestController(t, testConfig(), client, lister, funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{}))
+
+	require.NoError(t, c.sync(context.Background(), "registry"))
+	require.Len(t, lines, 2, "log lines: %q", lines)
+	require.Contains(t, lines[0], `"msg"="force-deleted pod"`)
+	require.Contains(t, lines[0], `"workload"="registry"`)
+	require.Contains(t, lines[0], `"name"="taint-evicted"`)
+	require.Contains(t, lines[1], `"msg"="created replacement pod"`)
+	require.Contains(t, lines[1], `"name"="registry-r0001"`)
+}
+
+func TestProcessNextRequeuesWithBackoffOnError(t *testing.T) {
+	dead := fixture(t, "pod-taint-evicted.json", "registry")
+	client := newFakeClient(dead)
+	client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("etcd down"))
+	})
+	lister, _ := staleLister(t, dead)
+	c := newTestController(t, testConfig(), client, lister, logr.Discard())
+
+	c.queue.Add("registry")
+	require.True(t, c.processNext(context.Background()))
+	require.Equal(t, 1, c.queue.NumRequeues("registry"), "the failed sync was not requeued with backoff")
+	require.Empty(t, podActions(client, "create"), "a replacement was created although a dead pod could not be deleted")
+}
+
+func TestEventHandlersEnqueueOnlyManagedWorkloads(t *testing.T) {
+	client := newFakeClient()
+	lister, _ := staleLister(t)
+	cfg := testConfig()
+	c := newTestController(t, cfg, client, lister, logr.Discard())
+	elsewhere := fixture(t, "pod-alive.json", "registry")
+	elsewhere.Namespace = "kube-system"
+	unlabelled := fixture(t, "pod-alive.json", "registry")
+	unlabelled.Labels = nil
+
+	tests := []struct {
+		name string
+		fire func(h cache.ResourceEventHandler)
+		want int
+	}{
+		{"add of a managed pod", func(h cache.ResourceEventHandler) { h.OnAdd(fixture(t, "pod-alive.json", "registry"), true) }, 1},
+		{"update to dead", func(h cache.ResourceEventHandler) {
+			h.OnUpdate(fixture(t, "pod-alive.json", "registry"), fixture(t, "pod-taint-evicted.json", "registry"))
+		}, 1},
+		{"delete tombstone", func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "default/alive", Obj: fixture(t, "pod-alive.json", "registry")})
+		}, 1},
+		{"pod of an unmanaged workload", func(h cache.ResourceEventHandler) { h.OnAdd(fixture(t, "pod-alive.json", "other"), true) }, 0},
+		{"pod of another namespace", func(h cache.ResourceEventHandler) { h.OnAdd(elsewhere, true) }, 0},
+		{"pod without the label", func(h cache.ResourceEventHandler) { h.OnAdd(unlabelled, true) }, 0},
+		{"not a pod", func(h cache.ResourceEventHandler) { h.OnDelete(&corev1.Node{}) }, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Zero(t, c.queue.Len())
+			for _, h := range c.eventHandlers() {
+				require.NotPanics(t, func() { tt.fire(h) })
+			}
+			require.Equal(t, tt.want, c.queue.Len())
+			for c.queue.Len() > 0 {
+				w, _ := c.queue.Get()
+				require.Equal(t, "registry", w)
+				c.queue.Done(w)
+			}
+		})
+	}
+}
+
+// TestRunOverInformerReplacesTheDeadPodAndStopsCleanly runs the whole
+// controller over an informer, as main does, until its context ends.
+func TestRunOverInformerReplacesTheDeadPodAndStopsCleanly(t *testing.T) {
+	dead := fixture(t, "pod-taint-evicted.json", "registry")
+	client := newFakeClient(dead)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("default"),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = WorkloadLabel }))
+	pods := factory.Core().V1().Pods()
+	c := newTestController(t, testConfig(), client, pods.Lister(), logr.Discard())
+	for _, h := range c.eventHandlers() {
+		_, err := pods.Informer().AddEventHandler(h)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced))
+
+	var wg sync.WaitGroup
+	wg.Go(func() { c.run(ctx, 2, time.Hour) })
+
+	require.Eventually(t, func() bool {
+		list, err := pods.Lister().Pods("default").List(workloadSelector("registry"))
+		require.NoError(t, err)
+		return len(list) == 1 && list[0].Name == "registry-r0001"
+	}, 5*time.Second, 10*time.Millisecond, "the cache never showed only the replacement")
+	// With the replacement cached, a sync finds the workload healthy.
+	require.NoError(t, c.sync(ctx, "registry"))
+	require.Len(t, podActions(client, "create"), 1)
+	require.Len(t, podActions(client, "delete"), 1)
+
+	cancel()
+	wg.Wait() // run returns once the queue is shut down and the workers are done
+	require.True(t, c.queue.ShuttingDown())
+}
+
+func TestParseNodeSelector(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    map[string]string
+		wantErr bool
+	}{
+		{in: "", want: nil},
+		{in: "disk=ssd", want: map[string]string{"disk": "ssd"}},
+		{in: "disk=ssd, zone = a ,", want: map[string]string{"disk": "ssd", "zone": "a"}},
+		{in: "kubernetes.io/os=", want: map[string]string{"kubernetes.io/os": ""}},
+		{in: "disk", wantErr: true},
+		{in: "=ssd", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseNodeSelector(tt.in)
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Empty(t, cmp.Diff(tt.want, got))
+		})
+	}
+}
+
+func TestConfigValidateRejectsBadFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  func(*config)
+		wantErr string
+	}{
+		{"no workload", func(c *config) { c.Workloads = nil }, "no workload"},
+		{"bad workload name", func(c *config) { c.Workloads = []string{"Registry"} }, `workload "Registry"`},
+		{"duplicate workload", func(c *config) { c.Workloads = []string{"a", "a"} }, "given twice"},
+		{"no image", func(c *config) { c.Image = "" }, "no image"},
+		{"bad namespace", func(c *config) { c.Namespace = "" }, "namespace"},
+		{"negative toleration", func(c *config) { c.TolerationSeconds = -1 }, "negative toleration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig()
+			tt.change(&cfg)
+			require.ErrorContains(t, cfg.validate(), tt.wantErr)
+		})
+	}
+	require.NoError(t, testConfig().validate())
+	dry := testConfig()
+	dry.Image, dry.DryRun = "", true
+	require.NoError(t, dry.validate(), "a dry run needs no image")
+}
