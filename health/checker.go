@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -12,54 +13,77 @@ import (
 
 // Options configure a Checker. The zero value is the default: force deletes
 // are sent, nothing is logged, the real clock is used, the rules are
-// DefaultRules(), the Checker has a Memory of its own with default bounds,
-// and nobody is notified.
+// DefaultRules(), the policy is the zero Policy (FenceStateful), there is no
+// node evidence, no budget and no breaker, the Checker has a Memory of its
+// own with default bounds, and nobody is notified.
 type Options struct {
 	// DryRun classifies and reports what would be force-deleted, and calls
-	// neither the Deleter nor the Memory. Its health answer is the one the
-	// real check would give if every force delete succeeded.
+	// neither the Deleter nor the Memory nor the Budget. Its health answer is
+	// the one the real check would give if every force delete succeeded.
 	DryRun bool
 	// Logger gets one structured line per force delete (or would-be force
 	// delete in dry run) with namespace, name, uid, rule, reason and outcome.
 	// The zero Logger discards.
 	Logger logr.Logger
-	// Clock measures the Memory's expiry. Nil means the real clock.
+	// Clock measures the Memory's expiry and how long pods and nodes have
+	// been seen in a state. Nil means the real clock.
 	Clock clock.PassiveClock
 	// Rules classify pods. Empty means DefaultRules().
 	Rules Rules
+	// NodeEvidence is where node-aware rules and the policy learn about
+	// nodes. The zero value means no node evidence.
+	NodeEvidence NodeEvidence
+	// Policy decides which dead pods need fencing evidence.
+	Policy Policy
+	// Budget, when not nil, limits force deletes per time window; share one
+	// between Checkers to limit them together.
+	Budget *DeleteBudget
+	// Breaker stops force deletes when many nodes fail at once. The zero
+	// value never trips.
+	Breaker Breaker
 	// Memory remembers deleted UIDs. Nil means a new Memory with default
 	// bounds, private to this Checker. Share one Memory between Checkers
 	// that see the same pods.
 	Memory *Memory
-	// Observer, when not nil, is told about each force delete.
+	// Observer, when not nil, is told about each decision and each force
+	// delete.
 	Observer Observer
 }
 
-// Observer is told about each force delete that a Checker sends and, in dry
-// run, about each it would send. ObserveForceDelete is called after the
-// delete ends, with the pod as listed and its report entry (Outcome is
-// ForceDeleted, WasAlreadyGone, NameReused, DeleteFailed or
-// WouldForceDelete). It must not mutate pod, should return quickly, and
+// Observer is told what a Checker decides and does. Its methods are called
+// synchronously from Check, must not mutate pod, should return quickly, and
 // must be safe for concurrent use.
 type Observer interface {
+	// ObserveDecision is called once per listed pod and check, with its
+	// verdict and outcome (NoAction for pods that are not dead).
+	ObserveDecision(ctx context.Context, pod *corev1.Pod, r PodReport)
+	// ObserveForceDelete is called after each force delete that the
+	// Checker sends and, in dry run, for each it would send; the Outcome is
+	// ForceDeleted, WasAlreadyGone, NameReused, DeleteFailed or
+	// WouldForceDelete.
 	ObserveForceDelete(ctx context.Context, pod *corev1.Pod, r PodReport)
 }
 
 // Checker answers whether one workload is healthy, force-deleting the pods
-// that its rules call dead. See the package documentation for the decision
-// table.
+// that its rules call dead and its policy lets go. See the package
+// documentation for the decision table.
 //
 // A Checker is safe for concurrent use by many goroutines. Concurrent checks
 // that meet the same dead pod send one DELETE between them.
 type Checker struct {
-	source   PodSource
-	deleter  Deleter
-	dryRun   bool
-	log      logr.Logger
-	clock    clock.PassiveClock
-	rules    Rules
-	memory   *Memory
-	observer Observer
+	source        PodSource
+	deleter       Deleter
+	dryRun        bool
+	log           logr.Logger
+	clock         clock.PassiveClock
+	rules         Rules
+	evidenceRules bool
+	nodes         NodeEvidence
+	policy        Policy
+	budget        *DeleteBudget
+	breaker       Breaker
+	memory        *Memory
+	observer      Observer
 }
 
 // New returns a Checker over source and deleter. The deleter may be nil only
@@ -71,6 +95,11 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 	if deleter == nil && !opts.DryRun {
 		return nil, errors.New("podhealth: New: nil Deleter (only a dry run may have none)")
 	}
+	switch opts.Policy.Fencing {
+	case FenceStateful, FenceAlways, FenceNever:
+	default:
+		return nil, fmt.Errorf("podhealth: New: unknown Policy.Fencing %d", int(opts.Policy.Fencing))
+	}
 	c := &Checker{
 		source:   source,
 		deleter:  deleter,
@@ -78,6 +107,10 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 		log:      opts.Logger,
 		clock:    opts.Clock,
 		rules:    opts.Rules,
+		nodes:    opts.NodeEvidence,
+		policy:   opts.Policy,
+		budget:   opts.Budget,
+		breaker:  opts.Breaker,
 		memory:   opts.Memory,
 		observer: opts.Observer,
 	}
@@ -87,6 +120,7 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 	if len(c.rules) == 0 {
 		c.rules = DefaultRules()
 	}
+	c.evidenceRules = c.rules.needEvidence()
 	if c.memory == nil {
 		c.memory = NewMemory(MemoryOptions{})
 	}
@@ -113,6 +147,16 @@ func (c *Checker) CheckReport(ctx context.Context) (Report, error) {
 	return r, err
 }
 
+// check is the state of one run.
+type check struct {
+	*Checker
+	ctx        context.Context
+	now        time.Time
+	report     *Report
+	evidence   *Evidence   // made on first use
+	disruption *disruption // read on first use
+}
+
 // run is Check, filling in report when it is not nil. With no report and
 // no dead pod it allocates nothing.
 func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
@@ -129,11 +173,16 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	if report != nil {
 		report.Pods = make([]PodReport, 0, len(pods))
 	}
+	k := check{Checker: c, ctx: ctx, now: c.clock.Now(), report: report}
 
 	alive := 0
 	var dead []deadPod // allocated only when there is a dead pod
 	for i, pod := range pods {
-		v := c.rules.Classify(pod)
+		var ev *Evidence
+		if c.evidenceRules && (pod.DeletionTimestamp != nil || isTerminalPhase(pod)) {
+			ev = k.getEvidence()
+		}
+		v := c.rules.classify(pod, ev)
 		switch v.State {
 		case Alive:
 			alive++
@@ -143,26 +192,25 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 		if report != nil {
 			report.Pods = append(report.Pods, newPodReport(pod, v))
 		}
+		if v.State != Dead && c.observer != nil {
+			c.observer.ObserveDecision(ctx, pod, newPodReport(pod, v))
+		}
 	}
 
 	var errs []error
 	for n, d := range dead {
+		pod := pods[d.index]
 		if err := ctx.Err(); err != nil {
-			if report != nil {
-				for _, rest := range dead[n:] {
-					report.Pods[rest.index].Outcome = NotAttempted
-				}
+			for _, rest := range dead[n:] {
+				k.record(pods[rest.index], rest.index, rest.verdict, result{outcome: NotAttempted})
 			}
 			errs = append(errs, stopped(err))
 			break
 		}
-		outcome, err := c.forceDelete(ctx, pods[d.index], d.verdict)
-		if report != nil {
-			report.Pods[d.index].Outcome = outcome
-			report.Pods[d.index].Err = err
-		}
-		if err != nil {
-			errs = append(errs, err)
+		res := k.removeDead(pod, d.verdict)
+		k.record(pod, d.index, d.verdict, res)
+		if res.err != nil {
+			errs = append(errs, res.err)
 		}
 	}
 	if len(errs) > 0 {
@@ -177,66 +225,134 @@ type deadPod struct {
 	verdict Verdict
 }
 
-// forceDelete removes one dead pod, unless a dry run, the Memory or another
-// check in flight says it need not be sent.
-func (c *Checker) forceDelete(ctx context.Context, pod *corev1.Pod, v Verdict) (Outcome, error) {
+// result is what happened to one dead pod.
+type result struct {
+	outcome    Outcome
+	heldBack   string // why, when outcome is HeldBack
+	retryAfter time.Duration
+	err        error
+}
+
+// record writes a dead pod's result into the report and tells the observer.
+func (k *check) record(pod *corev1.Pod, index int, v Verdict, res result) {
+	if k.report != nil {
+		p := &k.report.Pods[index]
+		p.Outcome, p.HeldBack, p.Err = res.outcome, res.heldBack, res.err
+		if res.retryAfter > 0 && (k.report.RetryAfter == 0 || res.retryAfter < k.report.RetryAfter) {
+			k.report.RetryAfter = res.retryAfter
+		}
+	}
+	if k.observer != nil {
+		r := newPodReport(pod, v)
+		r.Outcome, r.HeldBack, r.Err = res.outcome, res.heldBack, res.err
+		k.observer.ObserveDecision(k.ctx, pod, r)
+	}
+}
+
+// removeDead force-deletes one dead pod, unless something says it must not
+// or need not be sent: a missing UID, a dry run, the Memory, the policy,
+// the breaker, the budget, or another check already deleting it.
+func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 	if pod.UID == "" {
 		err := &DeleteError{Namespace: pod.Namespace, Name: pod.Name, Err: ErrMissingUID}
-		c.log.Error(err, "not force-deleting pod", podKeys(pod, v)...)
-		return DeleteFailed, err
+		k.log.Error(err, "not force-deleting pod", podKeys(pod, v)...)
+		return result{outcome: DeleteFailed, err: err}
 	}
-	if c.dryRun {
-		c.log.Info("would force-delete pod", podKeys(pod, v)...)
-		c.observe(ctx, pod, v, WouldForceDelete, nil)
-		return WouldForceDelete, nil
+	if !k.dryRun && k.memory.Remembers(pod.UID, k.now) {
+		if len(pod.Finalizers) > 0 {
+			return result{outcome: BlockedByFinalizers}
+		}
+		return result{outcome: DeletedEarlier}
+	}
+	if why := k.holdBack(pod, v); why != "" {
+		k.log.V(1).Info("holding back force delete", append(podKeys(pod, v), "heldBack", why)...)
+		return result{outcome: HeldBack, heldBack: why}
+	}
+	if k.dryRun {
+		k.log.Info("would force-delete pod", podKeys(pod, v)...)
+		k.observeDelete(pod, v, result{outcome: WouldForceDelete})
+		return result{outcome: WouldForceDelete}
 	}
 
-	remembered, call, owner := c.memory.claimUnlessRemembered(pod.UID, c.clock.Now())
+	remembered, call, owner := k.memory.claimUnlessRemembered(pod.UID, k.now)
 	if remembered {
-		if len(pod.Finalizers) > 0 {
-			return BlockedByFinalizers, nil
-		}
-		return DeletedEarlier, nil
+		return result{outcome: DeletedEarlier} // another check finished it just now
 	}
 	if !owner {
 		// Another check is deleting this pod; share its result.
 		select {
 		case <-call.done:
-		case <-ctx.Done():
-			return NotAttempted, stopped(ctx.Err())
+		case <-k.ctx.Done():
+			return result{outcome: NotAttempted, err: stopped(k.ctx.Err())}
 		}
-		if call.err != nil {
-			return DeleteFailed, call.err
-		}
-		return outcomeOf(call.result), nil
+		return call.res
 	}
 
-	result, err := c.deleter.ForceDelete(ctx, pod)
-	if err == nil && (result < Deleted || result > UIDMismatch) {
-		err = fmt.Errorf("deleter returned an unknown result %d with no error", int(result))
-	}
-	if err != nil {
-		err = &DeleteError{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Err: err}
-	}
-	c.memory.finish(pod.UID, call, result, err, c.clock.Now())
-	if err != nil {
-		c.log.Error(err, "force delete failed", podKeys(pod, v)...)
-		c.observe(ctx, pod, v, DeleteFailed, err)
-		return DeleteFailed, err
-	}
-	outcome := outcomeOf(result)
-	c.log.Info("force-deleted pod", append(podKeys(pod, v), "outcome", outcome.String())...)
-	c.observe(ctx, pod, v, outcome, nil)
-	return outcome, nil
+	res := k.send(pod, v)
+	k.memory.finish(pod.UID, call, res, k.clock.Now())
+	return res
 }
 
-func (c *Checker) observe(ctx context.Context, pod *corev1.Pod, v Verdict, o Outcome, err error) {
-	if c.observer == nil {
+// send spends the budget and sends the DELETE.
+func (k *check) send(pod *corev1.Pod, v Verdict) result {
+	if k.budget != nil {
+		if ok, retryAfter := k.budget.take(k.now); !ok {
+			why := fmt.Sprintf("force-delete budget of %d per %v used up", k.budget.max, k.budget.window)
+			k.log.V(1).Info("holding back force delete", append(podKeys(pod, v), "heldBack", why)...)
+			return result{outcome: HeldBack, heldBack: why, retryAfter: retryAfter}
+		}
+	}
+	deleteResult, err := k.deleter.ForceDelete(k.ctx, pod)
+	if err == nil && (deleteResult < Deleted || deleteResult > UIDMismatch) {
+		err = fmt.Errorf("deleter returned an unknown result %d with no error", int(deleteResult))
+	}
+	var res result
+	if err != nil {
+		res = result{outcome: DeleteFailed, err: &DeleteError{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Err: err}}
+		k.log.Error(res.err, "force delete failed", podKeys(pod, v)...)
+	} else {
+		res = result{outcome: outcomeOf(deleteResult)}
+		k.log.Info("force-deleted pod", append(podKeys(pod, v), "outcome", res.outcome.String())...)
+	}
+	k.observeDelete(pod, v, res)
+	return res
+}
+
+// holdBack returns why the policy or the breaker keeps a dead pod, or "".
+func (k *check) holdBack(pod *corev1.Pod, v Verdict) string {
+	if optedOut(pod) {
+		return "opted out by annotation " + AnnotationForceDelete + "=" + ForceDeleteNever
+	}
+	if !v.Fenced {
+		if why := k.policy.needsFencing(k.ctx, pod); why != "" && !fenced(pod, k.getEvidence()) {
+			return "needs fencing evidence (node gone, or not Ready with the out-of-service taint): " + why
+		}
+	}
+	if k.breaker.Nodes != nil {
+		if k.disruption == nil {
+			k.disruption = k.breaker.read(k.ctx)
+		}
+		if why := k.breaker.tripped(k.disruption, pod.Spec.NodeName); why != "" {
+			return "breaker open: " + why
+		}
+	}
+	return ""
+}
+
+func (k *check) getEvidence() *Evidence {
+	if k.evidence == nil {
+		k.evidence = newEvidence(k.ctx, k.nodes, k.now, k.memory.sightings)
+	}
+	return k.evidence
+}
+
+func (k *check) observeDelete(pod *corev1.Pod, v Verdict, res result) {
+	if k.observer == nil {
 		return
 	}
 	r := newPodReport(pod, v)
-	r.Outcome, r.Err = o, err
-	c.observer.ObserveForceDelete(ctx, pod, r)
+	r.Outcome, r.Err = res.outcome, res.err
+	k.observer.ObserveForceDelete(k.ctx, pod, r)
 }
 
 func newPodReport(pod *corev1.Pod, v Verdict) PodReport {

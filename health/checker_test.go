@@ -363,6 +363,8 @@ type recordingObserver struct {
 	calls []string
 }
 
+func (o *recordingObserver) ObserveDecision(context.Context, *corev1.Pod, health.PodReport) {}
+
 func (o *recordingObserver) ObserveForceDelete(_ context.Context, pod *corev1.Pod, r health.PodReport) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -34,8 +34,11 @@
 //	D5  | any         | >=1  | at least one fails                | false   | errors.Join of one *DeleteError per failed pod
 //	D6  | source fails|      | none                              | false   | *ListError wrapping the source's error
 //	D7  | context ends|      | stops at once                     | false   | wraps the context's error
+//	D8  | >=1         | >=1  | held back, the others as D3       | true    | nil
+//	D9  | 0           | >=1  | held back, the others as D4       | false   | nil
 //
-// Terminating and Finished pods count in neither column. "Succeed or pod
+// Terminating and Finished pods count in neither column, and neither do dead
+// pods that are held back (D8, D9; see Evidence before force). "Succeed or pod
 // already gone" covers the outcomes ForceDeleted, WasAlreadyGone (NotFound),
 // NameReused (the UID precondition failed: a newer pod holds the name and is
 // left alone), DeletedEarlier and BlockedByFinalizers (see below).
@@ -51,6 +54,30 @@
 // A source that returns a nil or nameless pod fails the check with an
 // *InvalidPodError, and nothing is deleted.
 //
+// # Evidence before force
+//
+// A force delete frees a pod's name and its volume claims at once. If the
+// "dead" node is only partitioned, its containers still run: harmless for a
+// stateless server, two writers for a stateful one. So a dead pod is held
+// back (Outcome HeldBack, with PodReport.HeldBack saying why) when:
+//
+//   - it carries the annotation podhealth.io/force-delete=never;
+//   - the Policy says it needs fencing evidence (by default: owned by a
+//     StatefulSet, or mounting a ReadWriteOnce or ReadWriteOncePod claim)
+//     and neither its verdict nor its node shows that its containers cannot
+//     run: the node is gone, or not Ready with the
+//     node.kubernetes.io/out-of-service taint;
+//   - the Breaker is open: an unusual share of the nodes of the cluster or of
+//     the pod's zone is not Ready, which points to a control-plane or
+//     network problem rather than to failed nodes;
+//   - the DeleteBudget of force deletes per window is spent; Report.RetryAfter
+//     says when to check again.
+//
+// Node evidence comes through the optional NodeGetter (Options.NodeEvidence).
+// The node-aware rules NodeGone, OutOfService and TerminatingTooLong use it
+// to call terminating pods dead; without it they have no opinion, and pods
+// that need fencing are held back.
+//
 // # Stale caches
 //
 // A lagging source may still list a pod that was already force-deleted
@@ -58,10 +85,11 @@
 // bounded time and count (see MemoryOptions): such a pod counts as deleted
 // (DeletedEarlier) and is not deleted again. When finalizers hold the pod,
 // it is reported BlockedByFinalizers and not deleted again either. A failed
-// delete is not remembered, so the next check tries it again.
+// or held-back delete is not remembered, so the next check tries it again.
 //
 // # Concurrency
 //
-// Checker and Memory are safe for concurrent use. Concurrent checks that
-// meet the same dead pod send a single DELETE and share its outcome.
+// Checker, Memory and DeleteBudget are safe for concurrent use. Concurrent
+// checks that meet the same dead pod send a single DELETE and share its
+// outcome. An Evidence belongs to one check.
 package health

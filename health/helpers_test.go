@@ -68,9 +68,14 @@ func drained(name string) *corev1.Pod {
 // fixturePod reads a pod that a real control plane produced.
 func fixturePod(t testing.TB, file string) *corev1.Pod {
 	t.Helper()
+	var p corev1.Pod
+	readFixture(t, file, &p)
+	return &p
+}
+
+func readFixture(t testing.TB, file string, into any) {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "testdata", "real-cluster", file))
 	require.NoError(t, err)
-	var p corev1.Pod
-	require.NoError(t, json.Unmarshal(data, &p))
-	return &p
+	require.NoError(t, json.Unmarshal(data, into))
 }

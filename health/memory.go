@@ -43,6 +43,10 @@ type Memory struct {
 	head     int
 	size     int
 	inflight map[types.UID]*deleteCall
+
+	// sightings remembers when pods were first seen terminating and nodes
+	// first seen missing.
+	sightings *sightings
 }
 
 type rememberedUID struct {
@@ -52,9 +56,8 @@ type rememberedUID struct {
 
 // deleteCall is one force delete in progress; done closes when it ends.
 type deleteCall struct {
-	done   chan struct{}
-	result DeleteResult
-	err    error
+	done chan struct{}
+	res  result
 }
 
 // NewMemory returns an empty Memory with the given bounds. Negative bounds
@@ -70,7 +73,8 @@ func NewMemory(opts MemoryOptions) *Memory {
 		capacity: opts.Capacity,
 		ttl:      opts.TTL,
 		deleted:  make(map[types.UID]time.Time),
-		inflight: make(map[types.UID]*deleteCall),
+		inflight:  make(map[types.UID]*deleteCall),
+		sightings: newSightings(opts.Capacity, opts.TTL),
 	}
 }
 
@@ -135,13 +139,14 @@ func (m *Memory) dropOldestLocked() {
 	m.size--
 }
 
-// finish ends the call; a delete that did not fail is remembered at now.
-func (m *Memory) finish(uid types.UID, call *deleteCall, result DeleteResult, err error, now time.Time) {
+// finish ends the call; a delete that was sent and did not fail is
+// remembered at now.
+func (m *Memory) finish(uid types.UID, call *deleteCall, res result, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	call.result, call.err = result, err
+	call.res = res
 	delete(m.inflight, uid)
-	if err == nil {
+	if res.outcome.Removed() {
 		m.rememberLocked(uid, now)
 	}
 	close(call.done)

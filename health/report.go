@@ -1,6 +1,8 @@
 package health
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -31,6 +33,10 @@ const (
 	// NotAttempted: the check stopped (its context ended) before this dead
 	// pod's turn.
 	NotAttempted
+	// HeldBack: the pod is dead but was not force-deleted: the policy wants
+	// more evidence, the pod opted out, the breaker is open, or the budget
+	// is used up. PodReport.HeldBack says which.
+	HeldBack
 )
 
 func (o Outcome) String() string {
@@ -53,6 +59,8 @@ func (o Outcome) String() string {
 		return "DeleteFailed"
 	case NotAttempted:
 		return "NotAttempted"
+	case HeldBack:
+		return "HeldBack"
 	default:
 		return "Outcome(?)"
 	}
@@ -88,6 +96,8 @@ type PodReport struct {
 	NodeName  string
 	Verdict   Verdict
 	Outcome   Outcome
+	// HeldBack says why, when Outcome is HeldBack.
+	HeldBack string
 	// Err is the DeleteError when Outcome is DeleteFailed.
 	Err error
 }
@@ -98,6 +108,9 @@ type Report struct {
 	DryRun  bool
 	// Pods lists every pod the source returned, in the source's order.
 	Pods []PodReport
+	// RetryAfter, when not zero, is how soon a pod held back by the budget
+	// may be deleted: check again then.
+	RetryAfter time.Duration
 }
 
 // Count returns how many pods have the given state.

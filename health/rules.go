@@ -4,12 +4,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Rule is one named classification rule. Classify returns ok=false when the
-// rule has no opinion about the pod. Classify must not mutate the pod and
-// must be safe for concurrent use.
+// Rule is one named classification rule. It has one of two functions:
+//
+//   - Classify judges from the pod alone;
+//   - WithEvidence may also look at the pod's node and at how long the pod
+//     has been terminating (see Evidence). A Checker consults it only for
+//     pods that are being deleted or are in a terminal phase; Rules.Classify,
+//     which has no evidence, skips it.
+//
+// Either returns ok=false when the rule has no opinion about the pod. It must
+// not mutate the pod and must be safe for concurrent use.
 type Rule struct {
-	Name     string
-	Classify func(pod *corev1.Pod) (v Verdict, ok bool)
+	Name         string
+	Classify     func(pod *corev1.Pod) (v Verdict, ok bool)
+	WithEvidence func(pod *corev1.Pod, ev *Evidence) (v Verdict, ok bool)
 }
 
 // Rules is an ordered rule set: the first rule with an opinion decides. A pod
@@ -41,25 +49,45 @@ const (
 //     reason DeletionByTaintManager: Dead.
 //  2. TerminatedByKubelet: phase Failed and DisruptionTarget=True with reason
 //     TerminationByKubelet: Dead, with or without a deletionTimestamp.
-//  3. GracefulDeletion: any other pod with a deletionTimestamp (a drain, a
+//  3. NodeGone, OutOfService and TerminatingTooLong(DefaultTerminatingMargin):
+//     a terminating pod whose node is confirmed gone, is out of service, or
+//     has not been Ready for the pod's grace period plus the margin: Dead.
+//     They need node evidence (Options.NodeEvidence); without it they have no
+//     opinion.
+//  4. GracefulDeletion: any other pod with a deletionTimestamp (a drain, a
 //     preemption, a user's delete): Terminating, never force-deleted.
-//  4. FinishedPod: any other pod in phase Succeeded or Failed: Finished.
-//  5. StaleDisruptionTarget: DisruptionTarget=True without a deletionTimestamp
+//  5. FinishedPod: any other pod in phase Succeeded or Failed: Finished.
+//  6. StaleDisruptionTarget: DisruptionTarget=True without a deletionTimestamp
 //     on a running pod: Alive, since the condition can be stale.
 //
 // Any other pod is Alive. Each call returns a new slice that the caller may
 // change.
 func DefaultRules() Rules {
-	return Rules{TaintEvicted(), TerminatedByKubelet(), GracefulDeletion(), FinishedPod(), StaleDisruptionTarget()}
+	return Rules{
+		TaintEvicted(), TerminatedByKubelet(),
+		NodeGone(), OutOfService(), TerminatingTooLong(DefaultTerminatingMargin),
+		GracefulDeletion(), FinishedPod(), StaleDisruptionTarget(),
+	}
 }
 
 // Classify returns the verdict of the first rule with an opinion, or Alive.
+// It judges from the pod alone: rules that need evidence are skipped.
 func (rs Rules) Classify(pod *corev1.Pod) Verdict {
+	return rs.classify(pod, nil)
+}
+
+// classify is Classify with evidence; a nil ev skips the rules that need it.
+func (rs Rules) classify(pod *corev1.Pod, ev *Evidence) Verdict {
 	for _, r := range rs {
-		if r.Classify == nil {
-			continue
+		var v Verdict
+		var ok bool
+		switch {
+		case r.Classify != nil:
+			v, ok = r.Classify(pod)
+		case r.WithEvidence != nil && ev != nil:
+			v, ok = r.WithEvidence(pod, ev)
 		}
-		if v, ok := r.Classify(pod); ok {
+		if ok {
 			if v.Rule == "" {
 				v.Rule = r.Name
 			}
@@ -67,6 +95,16 @@ func (rs Rules) Classify(pod *corev1.Pod) Verdict {
 		}
 	}
 	return Verdict{State: Alive, Reason: "no rule matched"}
+}
+
+// needEvidence reports whether any rule needs evidence.
+func (rs Rules) needEvidence() bool {
+	for _, r := range rs {
+		if r.Classify == nil && r.WithEvidence != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // TaintEvicted marks dead a pod that the taint-eviction controller is
@@ -89,7 +127,7 @@ func TerminatedByKubelet() Rule {
 		if pod.Status.Phase != corev1.PodFailed || !hasDisruptionTarget(pod, ReasonTerminationByKubelet) {
 			return Verdict{}, false
 		}
-		return Verdict{State: Dead, Reason: "phase Failed and DisruptionTarget=True reason TerminationByKubelet"}, true
+		return Verdict{State: Dead, Fenced: true, Reason: "phase Failed and DisruptionTarget=True reason TerminationByKubelet"}, true
 	}}
 }
 
@@ -130,7 +168,7 @@ func FinishedPodIsDead() Rule {
 		if !isTerminalPhase(pod) || pod.DeletionTimestamp != nil {
 			return Verdict{}, false
 		}
-		return Verdict{State: Dead, Reason: "phase " + string(pod.Status.Phase) + ", containers stopped"}, true
+		return Verdict{State: Dead, Fenced: true, Reason: "phase " + string(pod.Status.Phase) + ", containers stopped"}, true
 	}}
 }
 

@@ -39,4 +39,9 @@ type Verdict struct {
 	Rule string
 	// Reason is the evidence the rule saw, for logs, events and reports.
 	Reason string
+	// Fenced is true when the evidence shows the pod's containers cannot be
+	// running any more: they stopped, or the node is gone or powered off.
+	// Pods that need fencing (see Policy) are force-deleted only on such a
+	// verdict or on such node evidence.
+	Fenced bool
 }

@@ -1,0 +1,136 @@
+package health
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// AnnotationForceDelete, set to ForceDeleteNever on a pod, opts that pod out:
+// a Checker never force-deletes it, whatever its verdict.
+const (
+	AnnotationForceDelete = "podhealth.io/force-delete"
+	ForceDeleteNever      = "never"
+)
+
+// Fencing says which pods need fencing evidence before a force delete:
+// proof that their containers cannot run any more (the node is gone, or out
+// of service and not Ready), rather than the word of a controller that the
+// node is unreachable, which a partitioned node also is. A force delete
+// frees the pod's name and its volume claims at once: for a stateful pod on
+// a node that still runs, that means two writers.
+type Fencing int
+
+const (
+	// FenceStateful, the default, requires fencing evidence for pods owned
+	// by a StatefulSet or mounting a ReadWriteOnce or ReadWriteOncePod
+	// claim. Stateless pods may go on taint-eviction evidence.
+	FenceStateful Fencing = iota
+	// FenceAlways requires fencing evidence for every pod.
+	FenceAlways
+	// FenceNever lets every pod go on its verdict alone. Use it only for
+	// workloads that tolerate two copies running at once.
+	FenceNever
+)
+
+func (f Fencing) String() string {
+	switch f {
+	case FenceStateful:
+		return "FenceStateful"
+	case FenceAlways:
+		return "FenceAlways"
+	case FenceNever:
+		return "FenceNever"
+	default:
+		return "Fencing(?)"
+	}
+}
+
+// ClaimGetter gets a PersistentVolumeClaim, so that the policy can read its
+// access modes. The claim returned must not be mutated. Implementations
+// must be safe for concurrent use.
+type ClaimGetter interface {
+	GetClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
+}
+
+// Policy decides which dead pods may be force-deleted on the evidence at
+// hand. The zero value is the default: FenceStateful, and, with no
+// ClaimGetter, every pod that mounts a claim counts as stateful.
+type Policy struct {
+	Fencing Fencing
+	// Claims tells the access modes of the claims a pod mounts. Nil means
+	// they are unknown, and a pod that mounts any claim needs fencing.
+	Claims ClaimGetter
+}
+
+// needsFencing returns why pod needs fencing evidence, or "" if it does not.
+func (p Policy) needsFencing(ctx context.Context, pod *corev1.Pod) string {
+	switch p.Fencing {
+	case FenceNever:
+		return ""
+	case FenceAlways:
+		return "the policy requires fencing for every pod"
+	}
+	for _, ref := range pod.OwnerReferences {
+		if ref.Kind == "StatefulSet" {
+			return "owned by StatefulSet " + ref.Name
+		}
+	}
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		switch {
+		case vol.PersistentVolumeClaim != nil:
+			if why := p.claimNeedsFencing(ctx, pod.Namespace, vol.PersistentVolumeClaim.ClaimName); why != "" {
+				return why
+			}
+		case vol.Ephemeral != nil && vol.Ephemeral.VolumeClaimTemplate != nil:
+			if single(vol.Ephemeral.VolumeClaimTemplate.Spec.AccessModes) {
+				return "mounts a single-writer ephemeral claim in volume " + vol.Name
+			}
+		}
+	}
+	return ""
+}
+
+func (p Policy) claimNeedsFencing(ctx context.Context, namespace, name string) string {
+	if p.Claims == nil {
+		return "mounts claim " + name + " whose access modes are unknown"
+	}
+	claim, err := p.Claims.GetClaim(ctx, namespace, name)
+	if err != nil {
+		return fmt.Sprintf("mounts claim %s whose access modes could not be read: %v", name, err)
+	}
+	modes := claim.Status.AccessModes
+	if len(modes) == 0 {
+		modes = claim.Spec.AccessModes
+	}
+	if single(modes) {
+		return "mounts single-writer claim " + name
+	}
+	return ""
+}
+
+// single reports whether the access modes allow one writer node at most.
+func single(modes []corev1.PersistentVolumeAccessMode) bool {
+	for _, m := range modes {
+		if m == corev1.ReadWriteOnce || m == corev1.ReadWriteOncePod {
+			return true
+		}
+	}
+	return false
+}
+
+// fenced reports whether the node evidence shows that pod's containers
+// cannot be running: its node is gone, or not Ready and out of service.
+func fenced(pod *corev1.Pod, ev *Evidence) bool {
+	node, gone, err := ev.Node(pod.Spec.NodeName)
+	if err != nil {
+		return false
+	}
+	return gone || (node != nil && !nodeReady(node) && hasTaint(node, TaintOutOfService))
+}
+
+func optedOut(pod *corev1.Pod) bool {
+	return pod.Annotations[AnnotationForceDelete] == ForceDeleteNever
+}
