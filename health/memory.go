@@ -70,9 +70,9 @@ func NewMemory(opts MemoryOptions) *Memory {
 		opts.TTL = DefaultMemoryTTL
 	}
 	return &Memory{
-		capacity: opts.Capacity,
-		ttl:      opts.TTL,
-		deleted:  make(map[types.UID]time.Time),
+		capacity:  opts.Capacity,
+		ttl:       opts.TTL,
+		deleted:   make(map[types.UID]time.Time),
 		inflight:  make(map[types.UID]*deleteCall),
 		sightings: newSightings(opts.Capacity, opts.TTL),
 	}
