@@ -120,6 +120,11 @@ func TestDecisionTable(t *testing.T) {
 				var le *health.ListError
 				require.ErrorAs(t, err, &le)
 			}},
+		{row: "D8 alive plus a dead pod held back for fencing evidence: healthy, only the stateless dead pod deleted",
+			pods:        []*corev1.Pod{newPod("a"), taintEvicted("b"), newPod("db-0", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet)},
+			wantHealthy: true, wantDeletes: []string{"b"}},
+		{row: "D9 only a dead pod held back: unhealthy, no error, nothing deleted",
+			pods: []*corev1.Pod{newPod("db-0", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet)}},
 		{row: "D7 context already ended: unhealthy, wraps the context error, nothing deleted",
 			pods: []*corev1.Pod{newPod("a"), taintEvicted("b")},
 			ctx: func() context.Context {
