@@ -1,0 +1,115 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/podhealth/podhealth/health"
+)
+
+var (
+	_ health.NodeGetter  = (*NodeSource)(nil)
+	_ health.NodeLister  = (*NodeSource)(nil)
+	_ health.NodeGetter  = (*LiveNodes)(nil)
+	_ health.ClaimGetter = (*ClaimSource)(nil)
+)
+
+// NodeSource gives the Checker node evidence from an informer's node
+// lister: health.NodeEvidence.Nodes and health.Breaker.Nodes. It sends no
+// request to the API server, and returns the cache's own objects, which
+// must be treated as read-only. A NodeSource is safe for concurrent use.
+type NodeSource struct {
+	lister corelisters.NodeLister
+}
+
+// NewNodeSource returns a NodeSource over lister, typically
+// factory.Core().V1().Nodes().Lister() of a started and synced informer.
+func NewNodeSource(lister corelisters.NodeLister) (*NodeSource, error) {
+	if lister == nil {
+		return nil, errors.New("kube: NewNodeSource: nil NodeLister")
+	}
+	return &NodeSource{lister: lister}, nil
+}
+
+// GetNode returns the cached node; a missing node is a NotFound error.
+func (s *NodeSource) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kube: getting node from cache: %w", err)
+	}
+	return s.lister.Get(name)
+}
+
+// ListNodes returns every cached node.
+func (s *NodeSource) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kube: listing nodes from cache: %w", err)
+	}
+	return s.lister.List(labels.Everything())
+}
+
+// LiveNodes reads nodes straight from the API server. Use it as
+// health.NodeEvidence.Live, the second look that confirms a node missing
+// from the cache is really gone; it is asked only then. A LiveNodes is safe
+// for concurrent use.
+type LiveNodes struct {
+	nodes corev1client.NodesGetter
+}
+
+// NewLiveNodes returns a LiveNodes over client, typically
+// clientset.CoreV1().
+func NewLiveNodes(client corev1client.NodesGetter) (*LiveNodes, error) {
+	if client == nil {
+		return nil, errors.New("kube: NewLiveNodes: nil NodesGetter")
+	}
+	return &LiveNodes{nodes: client}, nil
+}
+
+// GetNode sends one GET for the node; its API errors come back unchanged.
+func (l *LiveNodes) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	return l.nodes.Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// ClaimSource tells the policy the access modes of a pod's claims from an
+// informer's PersistentVolumeClaim lister (health.Policy.Claims). It sends
+// no request and returns the cache's own objects, which must be treated as
+// read-only. A ClaimSource is safe for concurrent use.
+type ClaimSource struct {
+	lister corelisters.PersistentVolumeClaimLister
+}
+
+// NewClaimSource returns a ClaimSource over lister, typically
+// factory.Core().V1().PersistentVolumeClaims().Lister().
+func NewClaimSource(lister corelisters.PersistentVolumeClaimLister) (*ClaimSource, error) {
+	if lister == nil {
+		return nil, errors.New("kube: NewClaimSource: nil PersistentVolumeClaimLister")
+	}
+	return &ClaimSource{lister: lister}, nil
+}
+
+// GetClaim returns the cached claim; a missing claim is a NotFound error.
+func (s *ClaimSource) GetClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kube: getting claim from cache: %w", err)
+	}
+	return s.lister.PersistentVolumeClaims(namespace).Get(name)
+}
+
+// EvidencePolicyRules returns the rules that node and claim evidence need on
+// top of PolicyRules: get, list and watch nodes, which are cluster-scoped and
+// so need a ClusterRole, and get, list and watch persistentvolumeclaims in
+// the workload's namespace. Each call returns new slices.
+func EvidencePolicyRules() (cluster, namespaced []rbacv1.PolicyRule) {
+	return []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+		}, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch"}},
+		}
+}

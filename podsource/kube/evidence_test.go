@@ -1,0 +1,136 @@
+package kube_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/kube"
+)
+
+func loadNode(t testing.TB, file string) *corev1.Node {
+	t.Helper()
+	var node corev1.Node
+	loadJSON(t, file, &node)
+	require.Equal(t, "Node", node.Kind, "fixture %s", file)
+	return &node
+}
+
+// evidenceInformers starts node and claim informers over client.
+func evidenceInformers(t *testing.T, client *fake.Clientset) (*kube.NodeSource, *kube.ClaimSource) {
+	t.Helper()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodes, err := kube.NewNodeSource(factory.Core().V1().Nodes().Lister())
+	require.NoError(t, err)
+	claims, err := kube.NewClaimSource(factory.Core().V1().PersistentVolumeClaims().Lister())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		require.True(t, ok, "cache of %v did not sync", typ)
+	}
+	return nodes, claims
+}
+
+func TestNodeSourceReadsTheCacheOnly(t *testing.T) {
+	client := fake.NewClientset(loadNode(t, "node-lost.json"), loadNode(t, "node-healthy.json"))
+	nodes, _ := evidenceInformers(t, client)
+	before := len(client.Actions())
+
+	got, err := nodes.GetNode(context.Background(), "node-lost")
+	require.NoError(t, err)
+	require.Equal(t, "node-lost", got.Name)
+	_, err = nodes.GetNode(context.Background(), "nowhere")
+	require.True(t, apierrors.IsNotFound(err), "got %v", err)
+	all, err := nodes.ListNodes(context.Background())
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	require.Len(t, client.Actions(), before, "no request reached the API server")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = nodes.GetNode(ctx, "node-lost")
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestConstructorsRefuseNil(t *testing.T) {
+	_, err := kube.NewNodeSource(nil)
+	require.Error(t, err)
+	_, err = kube.NewLiveNodes(nil)
+	require.Error(t, err)
+	_, err = kube.NewClaimSource(nil)
+	require.Error(t, err)
+}
+
+// A StatefulSet pod on the real lost node is held back until the node gets
+// the out-of-service taint; a missing node is confirmed with one live GET.
+func TestStatefulPodWaitsForFencingEvidenceOverInformers(t *testing.T) {
+	lost := loadNode(t, "node-lost.json")
+	pod := loadPod(t, podTaintEvicted)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts"}}
+	client := fake.NewClientset(lost, pod)
+	nodes, claims := evidenceInformers(t, client)
+	live, err := kube.NewLiveNodes(client.CoreV1())
+	require.NoError(t, err)
+	podLister := startPodInformer(t, client, "default")
+	source, err := kube.NewListerSource(podLister, "default", labels.Everything())
+	require.NoError(t, err)
+	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
+	require.NoError(t, err)
+	checker, err := health.New(source, deleter, health.Options{
+		NodeEvidence: health.NodeEvidence{Nodes: nodes, Live: live},
+		Policy:       health.Policy{Claims: claims},
+	})
+	require.NoError(t, err)
+
+	report, err := checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
+	require.Contains(t, report.Pods[0].HeldBack, "StatefulSet db")
+	require.Empty(t, deleteActions(client))
+
+	fencedNode := lost.DeepCopy()
+	fencedNode.Spec.Taints = append(fencedNode.Spec.Taints, corev1.Taint{Key: health.TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	_, err = client.CoreV1().Nodes().Update(context.Background(), fencedNode, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := nodes.GetNode(context.Background(), "node-lost")
+		return err == nil && len(n.Spec.Taints) == 3
+	}, eventually, tick)
+
+	report, err = checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.ForceDeleted, report.Pods[0].Outcome, "held back: %s", report.Pods[0].HeldBack)
+	require.Len(t, deleteActions(client), 1)
+}
+
+func TestLiveNodesConfirmsAMissingNodeWithOneGet(t *testing.T) {
+	pod := loadPod(t, podUserDeleted) // terminating on node-healthy, which the cache lacks
+	client := fake.NewClientset(pod)
+	nodes, _ := evidenceInformers(t, client)
+	live, err := kube.NewLiveNodes(client.CoreV1())
+	require.NoError(t, err)
+	podLister := startPodInformer(t, client, "default")
+	source, err := kube.NewListerSource(podLister, "default", labels.Everything())
+	require.NoError(t, err)
+	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
+	require.NoError(t, err)
+	checker, err := health.New(source, deleter, health.Options{NodeEvidence: health.NodeEvidence{Nodes: nodes, Live: live}})
+	require.NoError(t, err)
+	before := len(client.Actions())
+
+	report, err := checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.Dead, report.Pods[0].Verdict.State)
+	require.Equal(t, health.RuleNodeGone, report.Pods[0].Verdict.Rule)
+	require.Equal(t, []string{"get nodes", "delete pods"}, verbs(client, before))
+}
