@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podhealth/podhealth/e2e/harness"
+)
+
+// bins are the control-plane binaries, built once for all tests in TestMain.
+var bins harness.Binaries
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	b, err := harness.BuildBinaries(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building the control plane:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "control-plane binaries built in %v\n", b.BuildTime.Round(time.Millisecond))
+	bins = b
+	code := m.Run()
+	if err := bins.Remove(); err != nil {
+		fmt.Fprintln(os.Stderr, "removing the control-plane binaries:", err)
+	}
+	os.Exit(code)
+}
+
+// TestTaintEvictionLeavesPodTerminating drives the real chain: a node stops
+// heartbeating, the node-lifecycle controller taints it unreachable, the
+// taint-eviction controller marks its pod DisruptionTarget and deletes it
+// gracefully, and, with no kubelet to confirm, the pod stays Terminating.
+// A pod on a healthy node is left alone.
+func TestTaintEvictionLeavesPodTerminating(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp := harness.Start(t, bins, harness.Options{})
+	c := cp.Client()
+
+	healthy := cp.AddNode(ctx, "node-healthy")
+	lost := cp.AddNode(ctx, "node-lost")
+	for _, n := range []*harness.Node{healthy, lost} {
+		if _, err := harness.WaitForNode(ctx, c, n.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const ns = metav1.NamespaceDefault
+	cp.CreatePod(ctx, harness.BoundPod(ns, "survivor", healthy.Name(), 2))
+	victim := cp.CreatePod(ctx, harness.BoundPod(ns, "victim", lost.Name(), 2))
+
+	lost.Fail()
+	failedAt := time.Now()
+
+	node, err := harness.WaitForNode(ctx, c, lost.Name(), harness.NodeAll(
+		harness.NodeReadyIs(corev1.ConditionUnknown),
+		harness.NodeHasTaint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node %s unreachable and tainted %v after its last heartbeat", node.Name, time.Since(failedAt).Round(100*time.Millisecond))
+
+	evicted := harness.PodAll(
+		harness.PodHasCondition(corev1.DisruptionTarget, corev1.ConditionTrue, "DeletionByTaintManager"),
+		harness.PodTerminating,
+	)
+	pod, err := harness.WaitForPod(ctx, c, ns, victim.Name, evicted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pod %s evicted %v after its node's last heartbeat; deletionTimestamp %s, grace %ds",
+		pod.Name, time.Since(failedAt).Round(100*time.Millisecond), pod.DeletionTimestamp.UTC().Format(time.RFC3339), ptrValue(pod.DeletionGracePeriodSeconds))
+	if pod.UID != victim.UID {
+		t.Fatalf("pod %s has UID %s, want the original %s", pod.Name, pod.UID, victim.UID)
+	}
+
+	// No kubelet confirms the deletion: the pod must stay Terminating well
+	// past the toleration.
+	if _, err := harness.ConsistentlyPod(ctx, c, ns, victim.Name, 5*time.Second, evicted); err != nil {
+		t.Fatal(err)
+	}
+
+	survivor, err := c.CoreV1().Pods(ns).Get(ctx, "survivor", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if survivor.DeletionTimestamp != nil || harness.PodHasCondition(corev1.DisruptionTarget, corev1.ConditionTrue, "")(survivor) {
+		t.Errorf("pod on the healthy node was disrupted: deletionTimestamp=%v conditions=%v", survivor.DeletionTimestamp, survivor.Status.Conditions)
+	}
+	if _, err := harness.WaitForNode(ctx, c, healthy.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+		t.Errorf("healthy node: %v", err)
+	}
+
+	// The API server saw exactly the two pod creations of this test, and
+	// the taint-eviction controller's graceful DELETE.
+	creates, err := cp.RequestCount(ctx, "POST", "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if creates != 2 {
+		t.Errorf("apiserver counted %v pod creations, want 2", creates)
+	}
+	deletes, err := cp.RequestCount(ctx, "DELETE", "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deletes < 1 {
+		t.Errorf("apiserver counted %v pod DELETEs, want at least 1", deletes)
+	}
+	writes, err := cp.WriteCount(ctx, "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes != creates+deletes {
+		t.Errorf("apiserver counted %v writes to pods, want creations+deletes = %v", writes, creates+deletes)
+	}
+	statusWrites, err := cp.WriteCount(ctx, "pods/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if statusWrites < 1 {
+		t.Errorf("apiserver counted %v writes to pods/status, want at least 1 (the DisruptionTarget condition)", statusWrites)
+	}
+	t.Logf("pod requests: %v POST, %v DELETE, %v writes; %v writes to pods/status", creates, deletes, writes, statusWrites)
+
+	// Recovering the node brings it back to Ready.
+	lost.Recover()
+	if _, err := harness.WaitForNode(ctx, c, lost.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAPIServerStopAndRestart stops the API server alone and brings it back
+// on the same address with its state intact; node heartbeats resume.
+func TestAPIServerStopAndRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp := harness.Start(t, bins, harness.Options{})
+	c := cp.Client()
+	url := cp.APIServerURL()
+
+	node := cp.AddNode(ctx, "node-a")
+	if _, err := harness.WaitForNode(ctx, c, node.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+		t.Fatal(err)
+	}
+	pod := cp.CreatePod(ctx, harness.BoundPod(metav1.NamespaceDefault, "kept", node.Name(), 2))
+
+	cp.StopAPIServer()
+	stoppedAt := time.Now()
+	getCtx, getCancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := c.CoreV1().Pods(pod.Namespace).Get(getCtx, pod.Name, metav1.GetOptions{})
+	getCancel()
+	if err == nil {
+		t.Fatal("GET succeeded while the API server was stopped")
+	}
+	t.Logf("while stopped: %v", err)
+	// Heartbeats fail while the API server is away.
+	if err := pollUntil(ctx, func() bool { return node.Err() != nil }); err != nil {
+		t.Fatalf("node heartbeat did not notice the API server was gone: %v", err)
+	}
+
+	if err := cp.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := cp.APIServerURL(); got != url || cp.RESTConfig().Host != url {
+		t.Fatalf("API server moved from %s to %s (config %s)", url, got, cp.RESTConfig().Host)
+	}
+	got, err := c.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("GET after restart: %v", err)
+	}
+	if got.UID != pod.UID {
+		t.Fatalf("pod UID after restart %s, want %s", got.UID, pod.UID)
+	}
+
+	// The heartbeat resumes against the restarted server.
+	if err := pollUntil(ctx, func() bool { return node.Err() == nil && node.LastHeartbeat().After(stoppedAt) }); err != nil {
+		t.Fatalf("node heartbeat did not resume: last error %v", node.Err())
+	}
+	// Metrics start afresh with the new process, and count this GET.
+	gets, err := cp.RequestCount(ctx, "GET", "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gets < 1 {
+		t.Errorf("apiserver counted %v pod GETs since restart, want at least 1", gets)
+	}
+	if creates, err := cp.RequestCount(ctx, "POST", "pods"); err != nil || creates != 0 {
+		t.Errorf("apiserver counted %v pod creations since restart (err %v), want 0", creates, err)
+	}
+}
+
+func pollUntil(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return errors.New("condition not met before the deadline")
+		case <-time.After(harness.PollInterval):
+		}
+	}
+	return nil
+}
+
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,210 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// HeartbeatInterval is how often a healthy [Node] renews its heartbeat.
+const HeartbeatInterval = time.Second
+
+// Node is a Node object whose heartbeat the harness renews in place of a
+// kubelet: every HeartbeatInterval it sets the Ready condition to True with
+// a fresh lastHeartbeatTime and renews the node's Lease in kube-node-lease.
+type Node struct {
+	cp   *ControlPlane
+	name string
+
+	mu         sync.Mutex
+	cancel     context.CancelFunc // stops the heartbeat loop; nil when stopped
+	done       chan struct{}      // closed when the loop has returned
+	readySince time.Time          // lastTransitionTime of the Ready condition we post
+	lastBeat   time.Time          // time of the last fully successful heartbeat
+	lastErr    error              // error of the last heartbeat, nil if it succeeded
+}
+
+// AddNode creates a Ready node named name with a Lease, and starts renewing
+// its heartbeat. It stops the test with t.Fatal if the objects cannot be
+// created, so it must be called from the test's goroutine. The heartbeat
+// stops when the test ends.
+func (cp *ControlPlane) AddNode(ctx context.Context, name string) *Node {
+	cp.t.Helper()
+	now := time.Now()
+	n := &Node{cp: cp, name: name, readySince: now}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: map[string]string{corev1.LabelHostname: name},
+		},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{n.readyCondition(now)}},
+	}
+	created, err := cp.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		cp.t.Fatalf("harness: creating node %s: %v", name, err)
+	}
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: corev1.NamespaceNodeLease,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1",
+				Kind:       "Node",
+				Name:       name,
+				UID:        created.UID,
+			}},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(name),
+			LeaseDurationSeconds: ptr.To[int32](40),
+			RenewTime:            ptr.To(metav1.NewMicroTime(now)),
+		},
+	}
+	if _, err := cp.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		cp.t.Fatalf("harness: creating lease for node %s: %v", name, err)
+	}
+	n.mu.Lock()
+	n.lastBeat = now
+	n.startLoopLocked()
+	n.mu.Unlock()
+	cp.t.Cleanup(n.Fail)
+	return n
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Fail stops the heartbeat, as if the node had lost power. No heartbeat is
+// sent after Fail returns. About NodeMonitorGracePeriod later the
+// node-lifecycle controller marks the node Ready=Unknown and taints it
+// unreachable. Failing a failed node does nothing.
+func (n *Node) Fail() {
+	n.mu.Lock()
+	cancel, done := n.cancel, n.done
+	n.cancel, n.done = nil, nil
+	n.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// Recover restarts the heartbeat of a failed node, with a new
+// lastTransitionTime for its Ready condition. Recovering a healthy node
+// does nothing.
+func (n *Node) Recover() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cancel != nil {
+		return
+	}
+	n.readySince = time.Now()
+	n.startLoopLocked()
+}
+
+// LastHeartbeat returns when the last heartbeat that reached the API server
+// was sent.
+func (n *Node) LastHeartbeat() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lastBeat
+}
+
+// Err returns the error of the most recent heartbeat, or nil if it
+// succeeded. Heartbeats fail while the API server is stopped.
+func (n *Node) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lastErr
+}
+
+// startLoopLocked starts the heartbeat loop; n.mu must be held.
+func (n *Node) startLoopLocked() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	n.cancel, n.done = cancel, done
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(HeartbeatInterval)
+		defer tick.Stop()
+		for {
+			n.beat(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// beat posts one heartbeat: the node's Ready condition, then its Lease.
+func (n *Node) beat(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	err := n.patchStatus(ctx, now)
+	if err == nil {
+		err = n.renewLease(ctx, now)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lastErr = err
+	if err == nil {
+		n.lastBeat = now
+	}
+}
+
+func (n *Node) readyCondition(now time.Time) corev1.NodeCondition {
+	return corev1.NodeCondition{
+		Type:               corev1.NodeReady,
+		Status:             corev1.ConditionTrue,
+		Reason:             "KubeletReady",
+		Message:            "heartbeat renewed by the e2e harness",
+		LastHeartbeatTime:  metav1.NewTime(now),
+		LastTransitionTime: metav1.NewTime(n.readySince),
+	}
+}
+
+// patchStatus sets the Ready condition with a strategic merge patch of the
+// status subresource, which merges conditions by type and so leaves the
+// other conditions as they are.
+func (n *Node) patchStatus(ctx context.Context, now time.Time) error {
+	n.mu.Lock()
+	cond := n.readyCondition(now)
+	n.mu.Unlock()
+	patch, err := json.Marshal(map[string]any{
+		"status": map[string]any{"conditions": []corev1.NodeCondition{cond}},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = n.cp.client.CoreV1().Nodes().Patch(ctx, n.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("heartbeat of node %s: %w", n.name, err)
+	}
+	return nil
+}
+
+func (n *Node) renewLease(ctx context.Context, now time.Time) error {
+	patch, err := json.Marshal(map[string]any{
+		"spec": map[string]any{"renewTime": metav1.NewMicroTime(now)},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = n.cp.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, n.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("renewing lease of node %s: %w", n.name, err)
+	}
+	return nil
+}
