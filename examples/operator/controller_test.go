@@ -21,7 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
@@ -302,19 +304,13 @@ func TestEventHandlersEnqueueOnlyManagedWorkloads(t *testing.T) {
 func TestRunOverInformerReplacesTheDeadPodAndStopsCleanly(t *testing.T) {
 	dead := fixture(t, "pod-taint-evicted.json", "registry")
 	client := newFakeClient(dead)
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("default"),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = WorkloadLabel }))
-	pods := factory.Core().V1().Pods()
-	c := newTestController(t, testConfig(), client, pods.Lister(), logr.Discard())
-	for _, h := range c.eventHandlers() {
-		_, err := pods.Informer().AddEventHandler(h)
-		require.NoError(t, err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	require.True(t, cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced))
+	var c *controller
+	pods := startInformer(t, ctx, client, func(lister corelisters.PodLister) *controller {
+		c = newTestController(t, testConfig(), client, lister, logr.Discard())
+		return c
+	})
 
 	var wg sync.WaitGroup
 	wg.Go(func() { c.run(ctx, 2, time.Hour) })
@@ -332,6 +328,40 @@ func TestRunOverInformerReplacesTheDeadPodAndStopsCleanly(t *testing.T) {
 	cancel()
 	wg.Wait() // run returns once the queue is shut down and the workers are done
 	require.True(t, c.queue.ShuttingDown())
+}
+
+// startInformer starts a pod informer over client as main does, with the
+// handlers of the controller that build makes over its lister, and returns
+// once the cache synced and the watch started. The fake clientset's watches
+// cannot resume from a resourceVersion, so a change made before the watch
+// started would never reach the cache.
+func startInformer(t testing.TB, ctx context.Context, client *fake.Clientset, build func(corelisters.PodLister) *controller) coreinformers.PodInformer {
+	t.Helper()
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		w := action.(k8stesting.WatchActionImpl)
+		wi, err := client.Tracker().Watch(w.GetResource(), w.GetNamespace(), w.ListOptions)
+		once.Do(func() { close(watching) })
+		return true, wi, err
+	})
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("default"),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = WorkloadLabel }))
+	pods := factory.Core().V1().Pods()
+	c := build(pods.Lister())
+	for _, h := range c.eventHandlers() {
+		_, err := pods.Informer().AddEventHandler(h)
+		require.NoError(t, err)
+	}
+	factory.Start(ctx.Done())
+	t.Cleanup(factory.Shutdown)
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced))
+	select {
+	case <-watching:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the informer never started its pod watch")
+	}
+	return pods
 }
 
 func TestParseNodeSelector(t *testing.T) {

@@ -17,10 +17,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podhealth/podhealth/podsource/kube"
@@ -78,20 +77,16 @@ func TestRBACManifestAllowsEveryRequestTheControllerSends(t *testing.T) {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "podhealth-operator"})
 
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("default"),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = WorkloadLabel }))
-	pods := factory.Core().V1().Pods()
-	c, err := newController(testConfig(), client, pods.Lister(), recorder, logr.Discard())
-	require.NoError(t, err)
-	for _, h := range c.eventHandlers() {
-		_, err := pods.Informer().AddEventHandler(h)
-		require.NoError(t, err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	require.True(t, cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced))
+	var c *controller
+	startInformer(t, ctx, client, func(lister corelisters.PodLister) *controller {
+		var err error
+		c, err = newController(testConfig(), client, lister, recorder, logr.Discard())
+		require.NoError(t, err)
+		t.Cleanup(c.queue.ShutDown)
+		return c
+	})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.run(ctx, 1, time.Hour) })
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -115,10 +116,16 @@ func TestDeadPodHandlerFiresOnTheInformersUpdate(t *testing.T) {
 		got = append(got, p.Name)
 	}))
 	require.NoError(t, err)
+	watching := watchStarted(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); factory.Shutdown() }()
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	select {
+	case <-watching:
+	case <-time.After(eventually):
+		t.Fatal("the informer never started its pod watch")
+	}
 	enqueued := func() []string {
 		mu.Lock()
 		defer mu.Unlock()

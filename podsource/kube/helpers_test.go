@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -81,6 +83,7 @@ func startPodInformer(t testing.TB, client *fake.Clientset, namespace string) co
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, opts...)
 	lister := factory.Core().V1().Pods().Lister()
+	watching := watchStarted(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
 	t.Cleanup(func() {
@@ -90,7 +93,29 @@ func startPodInformer(t testing.TB, client *fake.Clientset, namespace string) co
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		require.True(t, ok, "cache of %v did not sync", typ)
 	}
+	select {
+	case <-watching:
+	case <-time.After(eventually):
+		t.Fatal("the informer never started its pod watch")
+	}
 	return lister
+}
+
+// watchStarted returns a channel closed once client serves its first pod
+// watch. The fake clientset's watches cannot resume from a
+// resourceVersion: a change made after an informer synced but before its
+// watch started would be lost, so tests wait for the watch before
+// changing anything.
+func watchStarted(client *fake.Clientset) <-chan struct{} {
+	started := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		w := action.(k8stesting.WatchActionImpl)
+		wi, err := client.Tracker().Watch(w.GetResource(), w.GetNamespace(), w.ListOptions)
+		once.Do(func() { close(started) })
+		return true, wi, err
+	})
+	return started
 }
 
 // deleteActions returns the DELETE actions recorded by client.
