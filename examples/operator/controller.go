@@ -266,11 +266,16 @@ func (c *controller) sync(ctx context.Context, w string) error {
 		return nil // not ours
 	}
 	log := c.log.WithValues("workload", w)
-	healthy, err := checker.Check(ctx)
+	report, err := checker.CheckReport(ctx)
 	if err != nil {
 		return fmt.Errorf("checking workload %s: %w", w, err)
 	}
-	if healthy {
+	if report.RetryAfter > 0 {
+		// A dead pod was held back by the delete budget: look again when
+		// it allows another delete.
+		c.queue.AddAfter(w, report.RetryAfter)
+	}
+	if report.Healthy {
 		return nil
 	}
 	if name, wait, ok := c.expect.pending(w, c.lister, c.cfg.Namespace); ok {

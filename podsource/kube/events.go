@@ -27,6 +27,12 @@ const (
 	// dead pod that a real check would force-delete (outcome
 	// WouldForceDelete).
 	ReasonWouldForceDelete = "WouldForceDeleteDeadPod"
+	// ReasonHeldBack is recorded (type Warning) when a dead pod was not
+	// force-deleted because the Checker held it back (outcome HeldBack;
+	// the message says why). It is recorded at each check that holds the
+	// pod back; client-go's recorders fold the repeats into one event with
+	// a count.
+	ReasonHeldBack = "DeadPodHeldBack"
 )
 
 // EventObserverOptions configure an EventObserver. The zero value records
@@ -40,8 +46,9 @@ type EventObserverOptions struct {
 }
 
 // EventObserver is a health.Observer that records a Kubernetes event for
-// each force delete a Checker sends, or would send in a dry run. Outcomes
-// other than those named by the Reason constants record nothing.
+// each force delete a Checker sends, or would send in a dry run, and for
+// each dead pod it holds back. Outcomes other than those named by the
+// Reason constants record nothing.
 //
 // When the event is recorded on the pod, the recorder is given a
 // *corev1.ObjectReference built from the pod, never the pod itself, so a
@@ -63,10 +70,18 @@ func NewEventObserver(recorder record.EventRecorder, opts EventObserverOptions) 
 	return &EventObserver{recorder: recorder, object: opts.Object}, nil
 }
 
-// ObserveDecision records nothing: a Checker calls it for every pod of
-// every check, far too often for events. Only force deletes are recorded,
-// by ObserveForceDelete.
-func (o *EventObserver) ObserveDecision(context.Context, *corev1.Pod, health.PodReport) {}
+// ObserveDecision records the ReasonHeldBack event for a dead pod that was
+// held back, and nothing for any other decision: a Checker calls it for
+// every pod of every check, far too often for events. Force deletes are
+// recorded by ObserveForceDelete. It does not change pod.
+func (o *EventObserver) ObserveDecision(_ context.Context, pod *corev1.Pod, r health.PodReport) {
+	if r.Outcome != health.HeldBack {
+		return
+	}
+	o.recorder.Event(o.target(pod), corev1.EventTypeWarning, ReasonHeldBack,
+		fmt.Sprintf("Dead pod %s/%s (uid %s) on node %q not force-deleted: %s; rule %s: %s",
+			r.Namespace, r.Name, r.UID, r.NodeName, r.HeldBack, r.Verdict.Rule, r.Verdict.Reason))
+}
 
 // ObserveForceDelete records the event for one force delete (see the Reason
 // constants). It does not change pod.

@@ -63,6 +63,42 @@ func TestEventObserverRecordsOneEventPerForceDeleteOutcome(t *testing.T) {
 	}
 }
 
+func TestEventObserverRecordsHeldBackDecisionsOnly(t *testing.T) {
+	tests := []struct {
+		name     string
+		outcome  health.Outcome
+		heldBack string
+		want     []string
+	}{
+		{
+			name: "held back", outcome: health.HeldBack, heldBack: "the policy wants fencing evidence",
+			want: []string{`Warning DeadPodHeldBack Dead pod default/taint-evicted (uid 3c0c8989-7032-484b-9396-d2330489e1cf) on node "node-lost" not force-deleted: the policy wants fencing evidence; rule TaintEvicted: deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager`},
+		},
+		{name: "no action", outcome: health.NoAction},
+		{name: "force deleted", outcome: health.ForceDeleted},
+		{name: "would force delete", outcome: health.WouldForceDelete},
+		{name: "delete failed", outcome: health.DeleteFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := record.NewFakeRecorder(10)
+			obs, err := kube.NewEventObserver(rec, kube.EventObserverOptions{})
+			require.NoError(t, err)
+			pod := loadPod(t, podTaintEvicted)
+			r := reportFor(pod, tt.outcome, nil)
+			r.HeldBack = tt.heldBack
+
+			obs.ObserveDecision(context.Background(), pod, r)
+			close(rec.Events)
+			var got []string
+			for e := range rec.Events {
+				got = append(got, e)
+			}
+			require.Empty(t, cmp.Diff(tt.want, got), "events (-want +got)")
+		})
+	}
+}
+
 // newBroadcastRecorder returns a real recorder whose events are written
 // as Event objects through client, as a controller's are.
 func newBroadcastRecorder(t testing.TB, client *fake.Clientset) record.EventRecorder {
