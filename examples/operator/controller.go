@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource/kube"
@@ -49,6 +50,12 @@ type config struct {
 	// or unreachable node before taint-eviction deletes them.
 	TolerationSeconds int64
 	DryRun            bool
+	// MaxForceDeletesPerMinute limits force deletes over all workloads;
+	// zero means no limit.
+	MaxForceDeletesPerMinute int
+	// Clock is the clock of the checkers, the queue's delays and the
+	// expectations; nil means the real clock.
+	Clock clock.WithTicker
 }
 
 func (c config) validate() error {
@@ -71,6 +78,9 @@ func (c config) validate() error {
 	}
 	if c.Image == "" && !c.DryRun {
 		errs = append(errs, errors.New("no image for replacement pods"))
+	}
+	if c.MaxForceDeletesPerMinute < 0 {
+		errs = append(errs, fmt.Errorf("negative force delete limit %d", c.MaxForceDeletesPerMinute))
 	}
 	if c.TolerationSeconds < 0 {
 		errs = append(errs, fmt.Errorf("negative toleration seconds %d", c.TolerationSeconds))
@@ -103,6 +113,15 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	var budget *health.DeleteBudget
+	if cfg.MaxForceDeletesPerMinute > 0 {
+		if budget, err = health.NewDeleteBudget(cfg.MaxForceDeletesPerMinute, time.Minute); err != nil {
+			return nil, err
+		}
+	}
 	c := &controller{
 		cfg:      cfg,
 		client:   client,
@@ -111,11 +130,11 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 		log:      log,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "podhealth-workloads"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "podhealth-workloads", Clock: cfg.Clock},
 		),
 		checkers: make(map[string]*health.Checker, len(cfg.Workloads)),
 		rules:    health.DefaultRules(),
-		expect:   newExpectations(defaultExpectationTimeout, time.Now),
+		expect:   newExpectations(defaultExpectationTimeout, cfg.Clock.Now),
 	}
 	memory := health.NewMemory(health.MemoryOptions{})
 	for _, w := range cfg.Workloads {
@@ -131,7 +150,9 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 		checker, err := health.New(source, deleter, health.Options{
 			DryRun:   cfg.DryRun,
 			Logger:   log.WithValues("workload", w),
+			Clock:    cfg.Clock,
 			Rules:    c.rules,
+			Budget:   budget,
 			Memory:   memory,
 			Observer: observer,
 		})

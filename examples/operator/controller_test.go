@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,7 +30,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 // fixture loads a pod captured from a real control plane and makes it a
@@ -178,6 +182,37 @@ func TestSyncCreatesAgainWhenTheReplacementNeverShowsUp(t *testing.T) {
 	now = now.Add(time.Second)
 	require.NoError(t, c.sync(ctx, "registry"))
 	require.Len(t, podActions(client, "create"), 2, "still waiting after the expectation timed out")
+}
+
+func TestSyncHoldsBackOverTheBudgetAndChecksAgainWhenItAllows(t *testing.T) {
+	dead := fixture(t, "pod-taint-evicted.json", "registry")
+	dead2 := fixture(t, "pod-taint-evicted.json", "registry")
+	dead2.Name, dead2.UID = "taint-evicted-2", "3c0c8989-7032-484b-9396-d2330489e1d0"
+	client := newFakeClient(dead, dead2)
+	lister, _ := staleLister(t, dead, dead2)
+	cfg := testConfig()
+	cfg.MaxForceDeletesPerMinute = 1
+	fakeClock := testingclock.NewFakeClock(time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC))
+	cfg.Clock = fakeClock
+	rec := record.NewFakeRecorder(10)
+	c, err := newController(cfg, client, lister, rec, logr.Discard())
+	require.NoError(t, err)
+	t.Cleanup(c.queue.ShutDown)
+
+	require.NoError(t, c.sync(context.Background(), "registry"))
+	require.Len(t, podActions(client, "delete"), 1, "DELETEs sent with a budget of one")
+	require.Len(t, podActions(client, "create"), 1, "no pod is alive, so a replacement is due")
+	var reasons []string
+	for len(rec.Events) > 0 {
+		e := <-rec.Events
+		reasons = append(reasons, strings.Fields(e)[1])
+	}
+	require.ElementsMatch(t, []string{kube.ReasonForceDeleted, kube.ReasonHeldBack, ReasonCreatedReplacement}, reasons)
+
+	require.Zero(t, c.queue.Len(), "requeued before the budget allows another delete")
+	fakeClock.Step(time.Minute)
+	require.Eventually(t, func() bool { return c.queue.Len() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"not requeued when the budget allowed another delete")
 }
 
 func TestSyncLeavesAHealthyWorkloadAlone(t *testing.T) {
@@ -402,6 +437,7 @@ func TestConfigValidateRejectsBadFlags(t *testing.T) {
 		{"no image", func(c *config) { c.Image = "" }, "no image"},
 		{"bad namespace", func(c *config) { c.Namespace = "" }, "namespace"},
 		{"negative toleration", func(c *config) { c.TolerationSeconds = -1 }, "negative toleration"},
+		{"negative delete limit", func(c *config) { c.MaxForceDeletesPerMinute = -1 }, "negative force delete limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,6 +58,7 @@ func run() error {
 		dryRun       = flag.Bool("dry-run", false, "report what would be force-deleted and created, and change nothing (events are still recorded)")
 		resync       = flag.Duration("resync", 30*time.Second, "how often every workload is checked even without a pod event; 0 disables")
 		workers      = flag.Int("workers", 2, "how many workloads are synced at once")
+		maxDeletes   = flag.Int("max-force-deletes-per-minute", 0, "limit of force deletes per minute over all workloads; 0 means no limit")
 	)
 	flag.Parse()
 	log := klog.Background().WithName("podhealth-operator")
@@ -68,6 +69,8 @@ func run() error {
 		Image:             *image,
 		TolerationSeconds: *toleration,
 		DryRun:            *dryRun,
+
+		MaxForceDeletesPerMinute: *maxDeletes,
 	}
 	sel, err := parseNodeSelector(*nodeSelector)
 	if err != nil {
