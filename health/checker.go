@@ -52,7 +52,9 @@ type Options struct {
 
 // Observer is told what a Checker decides and does. Its methods are called
 // synchronously from Check, must not mutate pod, should return quickly, and
-// must be safe for concurrent use.
+// must be safe for concurrent use. Implementations in this repository:
+// podsource/kube.EventObserver (Kubernetes events) and the Metrics of
+// examples/prometheus.
 type Observer interface {
 	// ObserveDecision is called once per listed pod and check, with its
 	// verdict and outcome (NoAction for pods that are not dead).

@@ -15,7 +15,11 @@
 //   - DeadPodHandler, an informer event handler that reports a pod as soon
 //     as it becomes dead, so that a controller can check its workload at
 //     once instead of at the next resync;
-//   - PolicyRules, the RBAC rules all of the above need.
+//   - NodeSource, LiveNodes and ClaimSource, the node and claim evidence of
+//     health.NodeEvidence, health.Breaker and health.Policy, over informer
+//     listers (and one live read to confirm that a node is gone);
+//   - PolicyRules and EvidencePolicyRules, the RBAC rules all of the above
+//     need.
 //
 // A typical controller wires them as follows (error handling elided):
 //
@@ -36,8 +40,8 @@
 //
 // # Concurrency
 //
-// ListerSource, ClientSource, Deleter and EventObserver are safe for
-// concurrent use (EventObserver as far as its recorder is, which client-go's
-// recorders are). The handler returned by DeadPodHandler is safe for
+// ListerSource, ClientSource, Deleter, NodeSource, LiveNodes, ClaimSource
+// and EventObserver are safe for concurrent use (EventObserver as far as
+// its recorder is, which client-go's recorders are). The handler returned by DeadPodHandler is safe for
 // concurrent use when its enqueue function is.
 package kube
