@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -61,7 +62,8 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 	if err != nil {
 		return Binaries{}, fmt.Errorf("harness: the go command is needed to build the control plane: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "podhealth-e2e-bin-")
+	removeStaleBinaryDirs()
+	dir, err := os.MkdirTemp("", binDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return Binaries{}, err
 	}
@@ -105,6 +107,29 @@ func (b Binaries) Remove() error {
 		return nil
 	}
 	return os.RemoveAll(b.Dir)
+}
+
+// binDirPrefix starts the name of every directory BuildBinaries creates; the
+// building process's PID follows it.
+const binDirPrefix = "podhealth-e2e-bin-"
+
+// removeStaleBinaryDirs deletes binary directories left behind by test
+// binaries that died before calling Remove, for example on Ctrl-C: those whose
+// PID no longer names a live process.
+func removeStaleBinaryDirs() {
+	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), binDirPrefix+"*"))
+	for _, dir := range matches {
+		rest := strings.TrimPrefix(filepath.Base(dir), binDirPrefix)
+		pidText, _, ok := strings.Cut(rest, "-")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		os.RemoveAll(dir)
+	}
 }
 
 // findModuleDir returns the first directory at or above dir whose go.mod

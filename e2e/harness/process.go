@@ -112,3 +112,9 @@ func (p *process) tail(n int) string {
 	}
 	return string(bytes.Join(lines, []byte("\n")))
 }
+
+// processAlive reports whether pid names a live process.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || err == syscall.EPERM
+}
