@@ -1,0 +1,731 @@
+package health_test
+
+// Generated pod sets and delete faults, an oracle that restates the
+// documented classification, and the invariant checks that the property
+// tests (invariants_test.go) and the fuzz targets (fuzz_test.go) share.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/fake"
+)
+
+// chooser picks an int in [0, n). *rand.Rand is one; byteChooser, which
+// reads fuzz input, is the other.
+type chooser interface {
+	IntN(n int) int
+}
+
+// byteChooser decodes a byte slice deterministically: each choice takes one
+// byte modulo n, and an exhausted slice answers 0, so any input, even an
+// empty one, decodes to some scenario.
+type byteChooser struct {
+	data []byte
+}
+
+func (b *byteChooser) IntN(n int) int {
+	if n <= 1 || len(b.data) == 0 {
+		return 0
+	}
+	v := int(b.data[0])
+	b.data = b.data[1:]
+	return v % n
+}
+
+func pick[T any](c chooser, from []T) T { return from[c.IntN(len(from))] }
+
+var (
+	podsGR = corev1.Resource("pods")
+
+	genConditionTypes = []corev1.PodConditionType{
+		corev1.DisruptionTarget, corev1.DisruptionTarget, corev1.PodReady, corev1.PodScheduled, "Weird", "",
+	}
+	genStatuses = []corev1.ConditionStatus{
+		corev1.ConditionTrue, corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown, "", "true",
+	}
+	genReasons = []string{
+		health.ReasonDeletionByTaintManager, health.ReasonTerminationByKubelet, "EvictionByEvictionAPI", "PreemptionByScheduler",
+		"garbage", "", "deletionbytaintmanager", "DeletionByTaintManager ", "\xff\xfe",
+	}
+	genPhases = []corev1.PodPhase{
+		corev1.PodRunning, corev1.PodPending, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown, "", "Exploded",
+	}
+	genNodes      = []string{"", "node-a", "node-lost"}
+	genFinalizers = []string{"example.com/backup", "kubernetes", ""}
+	genOwnerKinds = []string{"ReplicaSet", "StatefulSet", "DaemonSet", "Job", "", "Strange"}
+	genTimes      = []time.Time{deletedAt.Time, {}, time.Unix(0, 0).UTC(), time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)}
+)
+
+// genOptions say which hostile inputs a generated scenario may hold.
+type genOptions struct {
+	maxPods int
+	// invalid allows nil entries and nameless pods, which fail the check.
+	invalid bool
+	// cancel allows the fault that ends the check's context.
+	cancel bool
+}
+
+// faultKind is how the API server answers one pod's force delete.
+type faultKind int
+
+const (
+	noFault faultKind = iota
+	faultNotFound
+	faultConflict
+	faultTooManyRequests
+	faultInternal
+	faultServerTimeout
+	faultTimeout
+	faultPlain
+	faultCancel // the caller's context ends while the delete is in flight
+	numFaultKinds
+)
+
+func (k faultKind) String() string {
+	return [...]string{"none", "NotFound", "Conflict", "TooManyRequests", "Internal", "ServerTimeout", "Timeout", "plain", "cancel"}[k]
+}
+
+// err is the error the API server (or the client, for faultCancel) gives.
+func (k faultKind) err(ctx context.Context, name string) error {
+	switch k {
+	case faultNotFound:
+		return apierrors.NewNotFound(podsGR, name)
+	case faultConflict:
+		return apierrors.NewConflict(podsGR, name, errors.New("the UID in the precondition does not match the UID in record"))
+	case faultTooManyRequests:
+		return apierrors.NewTooManyRequests("too many requests, slow down", 7)
+	case faultInternal:
+		return apierrors.NewInternalError(errors.New("etcd leader changed"))
+	case faultServerTimeout:
+		return apierrors.NewServerTimeout(podsGR, "delete", 2)
+	case faultTimeout:
+		return apierrors.NewTimeoutError("request did not complete within the allowed duration", 3)
+	case faultPlain:
+		return errors.New("connection reset by peer")
+	case faultCancel:
+		return fmt.Errorf("Delete %q: %w", name, ctx.Err())
+	}
+	return nil
+}
+
+// fault is the scripted answer to a pod's deletes: kind on the first
+// attempt, and on every later one too if persist. A cancel happens once per
+// world, at the first delete scripted to cancel.
+type fault struct {
+	kind    faultKind
+	persist bool
+}
+
+// scenario is one generated input: the list a source hands out (names and
+// UIDs unique, as the API server guarantees; UIDs possibly empty) and the
+// faults, by pod name.
+type scenario struct {
+	pods   []*corev1.Pod
+	faults map[string]fault
+}
+
+func genScenario(c chooser, o genOptions) scenario {
+	n := c.IntN(o.maxPods + 1)
+	sc := scenario{faults: map[string]fault{}}
+	for i := range n {
+		if o.invalid && c.IntN(24) == 0 {
+			sc.pods = append(sc.pods, nil)
+			continue
+		}
+		p := genPod(c, i)
+		if o.invalid && c.IntN(24) == 0 {
+			p.Name = ""
+		}
+		sc.pods = append(sc.pods, p)
+		kinds := numFaultKinds
+		if !o.cancel {
+			kinds = faultCancel
+		}
+		if c.IntN(2) == 0 {
+			sc.faults[p.Name] = fault{kind: faultKind(c.IntN(int(kinds))), persist: c.IntN(2) == 0}
+		}
+	}
+	return sc
+}
+
+// genPod starts from one of the shapes the decision table cares about and
+// then perturbs it with odd fields.
+func genPod(c chooser, i int) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns",
+		Name:      fmt.Sprintf("p%02d", i),
+		UID:       types.UID(fmt.Sprintf("uid-%02d", i)),
+	}}
+	dt := func(reason string) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason}
+	}
+	switch c.IntN(6) {
+	case 0: // taint-evicted
+		p.Status.Phase = corev1.PodRunning
+		setDeleting(c, p)
+		p.Status.Conditions = append(p.Status.Conditions, dt(health.ReasonDeletionByTaintManager))
+	case 1: // terminated by the kubelet
+		p.Status.Phase = corev1.PodFailed
+		p.Status.Conditions = append(p.Status.Conditions, dt(health.ReasonTerminationByKubelet))
+	case 2: // drained or preempted
+		p.Status.Phase = corev1.PodRunning
+		setDeleting(c, p)
+		p.Status.Conditions = append(p.Status.Conditions, dt(pick(c, []string{"EvictionByEvictionAPI", "PreemptionByScheduler"})))
+	case 3: // running
+		p.Status.Phase = corev1.PodRunning
+	case 4: // finished
+		p.Status.Phase = pick(c, []corev1.PodPhase{corev1.PodSucceeded, corev1.PodFailed})
+	default: // anything
+		p.Status.Phase = pick(c, genPhases)
+		if c.IntN(2) == 0 {
+			setDeleting(c, p)
+		}
+	}
+	// Perturbations.
+	if c.IntN(6) == 0 {
+		p.Status.Phase = pick(c, genPhases)
+	}
+	if c.IntN(8) == 0 {
+		if p.DeletionTimestamp == nil {
+			setDeleting(c, p)
+		} else {
+			p.DeletionTimestamp = nil
+		}
+	}
+	if c.IntN(8) == 0 {
+		p.UID = ""
+	}
+	for range c.IntN(4) {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+			Type:    pick(c, genConditionTypes),
+			Status:  pick(c, genStatuses),
+			Reason:  pick(c, genReasons),
+			Message: rawString(c),
+		})
+	}
+	p.Spec.NodeName = pick(c, genNodes)
+	for range c.IntN(3) {
+		p.Finalizers = append(p.Finalizers, pick(c, genFinalizers))
+	}
+	for j := range c.IntN(3) {
+		controller := c.IntN(2) == 0
+		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{
+			APIVersion: "apps/v1", Kind: pick(c, genOwnerKinds), Name: fmt.Sprintf("owner-%d", j),
+			UID: types.UID(fmt.Sprintf("owner-uid-%d", j)), Controller: &controller,
+		})
+	}
+	if c.IntN(4) == 0 {
+		p.Labels = map[string]string{"app": rawString(c)}
+	}
+	switch c.IntN(12) {
+	case 0:
+		p.Annotations = map[string]string{health.AnnotationForceDelete: health.ForceDeleteNever}
+	case 1:
+		p.Annotations = map[string]string{health.AnnotationForceDelete: rawString(c)}
+	}
+	switch c.IntN(12) {
+	case 0:
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + p.Name},
+		}})
+	case 1:
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{},
+		}})
+	}
+	return p
+}
+
+func setDeleting(c chooser, p *corev1.Pod) {
+	ts := metav1.NewTime(pick(c, genTimes))
+	p.DeletionTimestamp = &ts
+	switch c.IntN(4) {
+	case 1:
+		p.DeletionGracePeriodSeconds = ptr(int64(0))
+	case 2:
+		p.DeletionGracePeriodSeconds = ptr(int64(30))
+	case 3:
+		p.DeletionGracePeriodSeconds = ptr(int64(-1))
+	}
+}
+
+// rawString is up to 7 arbitrary bytes, valid UTF-8 or not.
+func rawString(c chooser) string {
+	b := make([]byte, c.IntN(8))
+	for i := range b {
+		b[i] = byte(c.IntN(256))
+	}
+	return string(b)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// wantState restates the documented default rules (README, "Which pods are
+// dead") without using package health. The node-aware rules have no opinion
+// without node evidence, which the scenarios do not configure.
+func wantState(p *corev1.Pod) health.State {
+	disruptedFor := func(reason string) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == reason {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case p.DeletionTimestamp != nil && disruptedFor(health.ReasonDeletionByTaintManager):
+		return health.Dead
+	case p.Status.Phase == corev1.PodFailed && disruptedFor(health.ReasonTerminationByKubelet):
+		return health.Dead
+	case p.DeletionTimestamp != nil:
+		return health.Terminating
+	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		return health.Finished
+	default:
+		return health.Alive
+	}
+}
+
+// wantHeldBack restates when a Checker with the default Options (no node
+// evidence, the FenceStateful policy without a ClaimGetter, no breaker, no
+// budget) holds a dead pod back (README, "When is it safe to force-delete?",
+// rows D8 and D9): it opted out, or it is owned by a StatefulSet or mounts a
+// claim and its verdict is not fenced. The kubelet-terminated rule is fenced:
+// its containers stopped.
+func wantHeldBack(p *corev1.Pod) bool {
+	if p.Annotations[health.AnnotationForceDelete] == health.ForceDeleteNever {
+		return true
+	}
+	if killedByKubelet(p) {
+		return false
+	}
+	for _, ref := range p.OwnerReferences {
+		if ref.Kind == "StatefulSet" {
+			return true
+		}
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// countsAsDeleted is the Deleter contract: success, NotFound and a failed
+// UID precondition (Conflict) all count as deleted.
+func countsAsDeleted(err error) bool {
+	return err == nil || apierrors.IsNotFound(err) ||
+		(apierrors.IsConflict(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded))
+}
+
+// wantOutcome is the Outcome a dead pod's report must show for the answer
+// to its delete.
+func wantOutcome(err error) health.Outcome {
+	switch {
+	case err == nil:
+		return health.ForceDeleted
+	case apierrors.IsNotFound(err):
+		return health.WasAlreadyGone
+	case countsAsDeleted(err):
+		return health.NameReused
+	default:
+		return health.DeleteFailed
+	}
+}
+
+// world is a fake API server holding a scenario's pods. Its source hands out
+// exactly the scenario's list, in the order given, for every check, like a
+// cache that never catches up; its deleter is the fake's, with the
+// scenario's faults injected.
+type world struct {
+	sc    scenario
+	store *fake.Pods
+
+	mu       sync.Mutex
+	listed   []*corev1.Pod
+	attempts map[string]int
+	cancel   context.CancelFunc
+	// cancelledAt is the index in store.Deletes() of the delete during
+	// which the context was cancelled, or -1.
+	cancelledAt int
+	// cancelledOnce: the context of a world ends at most once, so that the
+	// second check shows the retries.
+	cancelledOnce bool
+}
+
+func newWorld(t testing.TB, sc scenario, listed []*corev1.Pod) *world {
+	w := &world{sc: sc, listed: listed, attempts: map[string]int{}, cancelledAt: -1}
+	w.store = fake.New(fake.Options{Interceptor: fake.Interceptor{
+		ListPods: func(context.Context, health.PodSourceFunc) ([]*corev1.Pod, error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return slices.Clone(w.listed), nil
+		},
+		Delete: w.delete,
+	}})
+	seen := map[string]bool{}
+	for _, p := range sc.pods {
+		if p == nil || seen[p.Name] {
+			continue
+		}
+		seen[p.Name] = true
+		require.NoError(t, w.store.Add(p))
+	}
+	return w
+}
+
+func (w *world) delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions, next fake.DeleteFunc) error {
+	w.mu.Lock()
+	f := w.sc.faults[name]
+	attempt := w.attempts[name]
+	w.attempts[name]++
+	cancel, once := w.cancel, w.cancelledOnce
+	w.mu.Unlock()
+	switch {
+	case f.kind == noFault:
+	case f.kind == faultCancel && attempt == 0 && cancel != nil && !once:
+		cancel()
+		w.mu.Lock()
+		w.cancelledAt = len(w.store.Deletes())
+		w.cancelledOnce = true
+		w.mu.Unlock()
+		return f.kind.err(ctx, name)
+	case f.kind != faultCancel && (attempt == 0 || f.persist):
+		return f.kind.err(ctx, name)
+	}
+	return next(ctx, ns, name, opts)
+}
+
+// outcome is what one check did.
+type outcome struct {
+	healthy bool
+	err     error
+	report  health.Report
+	calls   []fake.DeleteCall // the deletes this check sent
+	// cancelled says the context ended during one of calls.
+	cancelled bool
+}
+
+// check runs one CheckReport (or Check) over the world with a context the
+// scenario may cancel, and returns what it did.
+func (w *world) check(checker *health.Checker, withReport bool) outcome {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.mu.Lock()
+	w.cancel, w.cancelledAt = cancel, -1
+	w.mu.Unlock()
+	before := len(w.store.Deletes())
+
+	var o outcome
+	if withReport {
+		o.report, o.err = checker.CheckReport(ctx)
+		o.healthy = o.report.Healthy
+	} else {
+		o.healthy, o.err = checker.Check(ctx)
+	}
+	o.calls = w.store.Deletes()[before:]
+	w.mu.Lock()
+	o.cancelled = w.cancelledAt >= 0
+	w.cancel = nil
+	w.mu.Unlock()
+	return o
+}
+
+// snapshot is a deep copy and the JSON of a list, to prove it unchanged.
+type snapshot struct {
+	pods []*corev1.Pod
+	json []byte
+}
+
+func takeSnapshot(t testing.TB, pods []*corev1.Pod) snapshot {
+	var s snapshot
+	if pods != nil {
+		s.pods = make([]*corev1.Pod, len(pods))
+	}
+	for i, p := range pods {
+		s.pods[i] = p.DeepCopy()
+	}
+	var err error
+	s.json, err = json.Marshal(pods)
+	require.NoError(t, err)
+	return s
+}
+
+func (s snapshot) requireUnchanged(t testing.TB, pods []*corev1.Pod) {
+	t.Helper()
+	// reflect.DeepEqual decides; cmp.Diff, much slower, only explains.
+	if !reflect.DeepEqual(s.pods, pods) {
+		require.Empty(t, cmp.Diff(s.pods, pods), "the check mutated the pods it listed")
+		require.Fail(t, "the check mutated the pods it listed")
+	}
+}
+
+func (s snapshot) requireSameJSON(t testing.TB, pods []*corev1.Pod) {
+	t.Helper()
+	after, err := json.Marshal(pods)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(s.json, after), "the JSON of the listed pods changed:\nbefore %s\nafter  %s", s.json, after)
+}
+
+// validList reports whether a check may judge the list: no nil pod and no
+// nameless pod.
+func validList(pods []*corev1.Pod) bool {
+	for _, p := range pods {
+		if p == nil || p.Name == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// requireInvariants checks one check's outcome against the listed pods.
+// removedBefore holds the UIDs whose deletes counted as deleted in earlier
+// checks of the same Memory; on return it also holds this check's.
+func requireInvariants(t testing.TB, listed []*corev1.Pod, o outcome, withReport bool, removedBefore map[types.UID]bool) {
+	t.Helper()
+	byUID := map[types.UID]*corev1.Pod{}
+	for _, p := range listed {
+		if p != nil && p.UID != "" {
+			byUID[p.UID] = p
+		}
+	}
+
+	if !validList(listed) {
+		require.False(t, o.healthy, "a list with a nil or nameless pod is never healthy")
+		var invalid *health.InvalidPodError
+		require.ErrorAs(t, o.err, &invalid)
+		require.Empty(t, o.calls, "nothing is deleted when the list is invalid")
+		return
+	}
+
+	// Every delete: a listed dead pod, grace period 0, its own UID as the
+	// precondition, never a UID already removed, at most once per check.
+	sentNow := map[types.UID]error{}
+	for _, call := range o.calls {
+		require.NotEmpty(t, call.UID, "delete of %s without a UID precondition", call.Name)
+		require.NotNil(t, call.GracePeriodSeconds, "delete of %s without a grace period", call.Name)
+		require.Zero(t, *call.GracePeriodSeconds, "delete of %s with grace period %d", call.Name, *call.GracePeriodSeconds)
+		pod, ok := byUID[call.UID]
+		require.True(t, ok, "delete with precondition UID %q that no listed pod has", call.UID)
+		require.Equal(t, pod.Name, call.Name, "the delete names another pod than the UID's")
+		require.Equal(t, pod.Namespace, call.Namespace)
+		require.True(t, pod.DeletionTimestamp != nil || killedByKubelet(pod),
+			"pod %s has no deletionTimestamp and was not terminated by the kubelet, yet it was force-deleted", pod.Name)
+		require.Equal(t, health.Dead, wantState(pod), "pod %s is %v, yet it was force-deleted", pod.Name, wantState(pod))
+		require.False(t, wantHeldBack(pod), "pod %s must be held back, yet it was force-deleted", pod.Name)
+		require.False(t, removedBefore[call.UID], "UID %s was deleted again although the Memory remembers it", call.UID)
+		_, twice := sentNow[call.UID]
+		require.False(t, twice, "UID %s deleted twice in one check", call.UID)
+		sentNow[call.UID] = call.Err
+	}
+
+	// The verdicts and outcomes, in list order: each dead pod with a UID
+	// was sent unless remembered or held back, until the context ended; the
+	// dead pods after that were not attempted. A held-back pod counts in
+	// neither column (rows D8 and D9).
+	alive, allRemoved, stopped := 0, true, false
+	for i, p := range listed {
+		state := wantState(p)
+		want := health.NoAction
+		if state == health.Alive {
+			alive++
+		}
+		if state == health.Dead {
+			callErr, sent := sentNow[p.UID]
+			switch {
+			case stopped:
+				want = health.NotAttempted
+				require.False(t, sent, "pod %s was deleted after the context ended", p.Name)
+			case p.UID == "":
+				want = health.DeleteFailed
+			case removedBefore[p.UID]:
+				want = health.DeletedEarlier
+				if len(p.Finalizers) > 0 {
+					want = health.BlockedByFinalizers
+				}
+			case wantHeldBack(p):
+				want = health.HeldBack
+				require.False(t, sent, "held-back pod %s was deleted", p.Name)
+			default:
+				require.True(t, sent, "dead pod %s (uid %s) was neither deleted nor remembered", p.Name, p.UID)
+				want = wantOutcome(callErr)
+				stopped = errors.Is(callErr, context.Canceled)
+			}
+			if !want.Removed() && want != health.HeldBack {
+				allRemoved = false
+			}
+		}
+		if withReport {
+			require.Len(t, o.report.Pods, len(listed))
+			got := o.report.Pods[i]
+			require.Equal(t, p.Name, got.Name)
+			require.Equal(t, p.UID, got.UID)
+			require.Equal(t, p.Namespace, got.Namespace)
+			require.Equal(t, p.Spec.NodeName, got.NodeName)
+			require.Equal(t, state, got.Verdict.State, "verdict of pod %s: %+v", p.Name, got.Verdict)
+			require.Equal(t, want, got.Outcome, "outcome of pod %s (%v)", p.Name, state)
+			require.Equal(t, want == health.DeleteFailed, got.Err != nil, "pod %s: outcome %v with error %v", p.Name, got.Outcome, got.Err)
+			require.Equal(t, want == health.HeldBack, got.HeldBack != "", "pod %s: outcome %v held back for %q", p.Name, got.Outcome, got.HeldBack)
+		}
+	}
+	require.Equal(t, o.cancelled, stopped, "the context ended during a delete: %v; the oracle saw it: %v", o.cancelled, stopped)
+	require.Equal(t, allRemoved && !o.cancelled, o.err == nil, "err = %v; every dead pod removed: %v; context cancelled: %v", o.err, allRemoved, o.cancelled)
+	require.Equal(t, alive > 0 && o.err == nil, o.healthy, "healthy with %d alive pods and err %v", alive, o.err)
+	if o.cancelled {
+		require.ErrorIs(t, o.err, context.Canceled, "D7: the error wraps the context's")
+	}
+
+	for uid, err := range sentNow {
+		if countsAsDeleted(err) {
+			removedBefore[uid] = true
+		}
+	}
+}
+
+// killedByKubelet is the one case in which a pod without deletionTimestamp
+// may be force-deleted.
+func killedByKubelet(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodFailed {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == health.ReasonTerminationByKubelet {
+			return true
+		}
+	}
+	return false
+}
+
+// summary is what must not depend on the order of the list or of the
+// conditions.
+type summary struct {
+	Healthy bool
+	Failed  bool
+	Sent    []types.UID
+	Pods    map[string]podSummary
+}
+
+type podSummary struct {
+	State   health.State
+	Outcome health.Outcome
+}
+
+func summarize(o outcome) summary {
+	s := summary{Healthy: o.healthy, Failed: o.err != nil, Pods: map[string]podSummary{}}
+	for _, c := range o.calls {
+		s.Sent = append(s.Sent, c.UID)
+	}
+	slices.Sort(s.Sent)
+	for _, p := range o.report.Pods {
+		s.Pods[p.Name] = podSummary{p.Verdict.State, p.Outcome}
+	}
+	return s
+}
+
+// permuted returns the list in another order, each pod's conditions in
+// another order too (as copies: the originals are left alone).
+func permuted(r *rand.Rand, pods []*corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		if p != nil {
+			p = p.DeepCopy()
+			r.Shuffle(len(p.Status.Conditions), func(a, b int) {
+				p.Status.Conditions[a], p.Status.Conditions[b] = p.Status.Conditions[b], p.Status.Conditions[a]
+			})
+		}
+		out[i] = p
+	}
+	r.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
+	return out
+}
+
+// smallMemory is a Memory large enough for any generated scenario; the
+// default one allocates its 4,096-slot ring on the first delete.
+func smallMemory() *health.Memory { return health.NewMemory(health.MemoryOptions{Capacity: 64}) }
+
+// requireChecks runs two checks over a scenario with one Checker and
+// checks the invariants of each: the second check sees the same stale list,
+// so the UIDs the first removed must not be sent again and every other dead
+// pod must be retried. withReport picks CheckReport or Check.
+func requireChecks(t testing.TB, sc scenario, withReport bool) {
+	t.Helper()
+	w := newWorld(t, sc, sc.pods)
+	checker, err := health.New(w.store, w.store, health.Options{Memory: smallMemory()})
+	require.NoError(t, err)
+	snap := takeSnapshot(t, sc.pods)
+	removed := map[types.UID]bool{}
+
+	first := w.check(checker, withReport)
+	snap.requireUnchanged(t, sc.pods)
+	requireInvariants(t, sc.pods, first, withReport, removed)
+
+	second := w.check(checker, withReport)
+	snap.requireUnchanged(t, sc.pods)
+	snap.requireSameJSON(t, sc.pods)
+	requireInvariants(t, sc.pods, second, withReport, removed)
+	if !validList(sc.pods) {
+		return
+	}
+	var wantRetried, gotRetried []types.UID
+	for _, p := range sc.pods {
+		if p.UID != "" && wantState(p) == health.Dead && !wantHeldBack(p) && !slices.ContainsFunc(first.calls, func(c fake.DeleteCall) bool {
+			return c.UID == p.UID && countsAsDeleted(c.Err)
+		}) {
+			wantRetried = append(wantRetried, p.UID)
+		}
+	}
+	for _, c := range second.calls {
+		gotRetried = append(gotRetried, c.UID)
+	}
+	slices.Sort(wantRetried)
+	slices.Sort(gotRetried)
+	require.Empty(t, cmp.Diff(wantRetried, gotRetried), "the second check must retry exactly the dead pods that the first did not remove")
+}
+
+// requireOrderIndependent checks a scenario as listed and again with its
+// pods and their conditions in another order, each on a fresh fake and
+// Checker, and requires the same summary. A scenario whose context gets
+// cancelled is skipped: the cancellation cuts the check at whichever dead
+// pod comes first, so there the order matters by design (row D7).
+func requireOrderIndependent(t testing.TB, sc scenario, r *rand.Rand) {
+	t.Helper()
+	run := func(listed []*corev1.Pod) outcome {
+		w := newWorld(t, sc, listed)
+		checker, err := health.New(w.store, w.store, health.Options{Memory: smallMemory()})
+		require.NoError(t, err)
+		o := w.check(checker, true)
+		requireInvariants(t, listed, o, true, map[types.UID]bool{})
+		return o
+	}
+	first := run(sc.pods)
+	if first.cancelled {
+		return
+	}
+	for range 2 {
+		shuffled := permuted(r, sc.pods)
+		again := run(shuffled)
+		require.False(t, again.cancelled)
+		if want, got := summarize(first), summarize(again); !reflect.DeepEqual(want, got) {
+			require.Empty(t, cmp.Diff(want, got), "the result depends on the order of pods or conditions")
+		}
+	}
+}
