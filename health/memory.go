@@ -25,7 +25,10 @@ type MemoryOptions struct {
 // Memory remembers the UIDs of pods that were force-deleted, so that a pod
 // still listed by a lagging cache is not deleted again. It is bounded: it
 // holds at most Capacity UIDs, each for at most TTL, in a fixed-size ring
-// plus a map (about 150 bytes per UID).
+// plus a map. Measured with 36-byte UIDs (Go 1.26, amd64), that is 184
+// bytes per UID, about 740 KB at the default capacity of 4,096, and the
+// heap does not grow past it however many UIDs go through
+// (TestMemoryStaysBoundedOverAMillionUIDs).
 //
 // It also makes concurrent checks that meet the same dead pod send a single
 // DELETE: the later ones wait for the first one's result.
