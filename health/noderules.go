@@ -54,8 +54,8 @@ func OutOfService() Rule {
 // than its grace period plus margin on a node that is not Ready. Both clocks
 // must agree: the pod's deletionTimestamp plus its grace period plus margin
 // has passed, and so has its grace period plus margin since this Checker
-// first saw it terminating, on its own clock, so that clock skew cannot
-// shorten the wait. A margin of zero or less means DefaultTerminatingMargin.
+// first saw it terminating on a node that was not Ready, on its own clock,
+// so that clock skew cannot shorten the wait. A margin of zero or less means DefaultTerminatingMargin.
 // Its verdict is not fenced: the node may only be partitioned.
 func TerminatingTooLong(margin time.Duration) Rule {
 	if margin <= 0 {
