@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podhealth/podhealth/e2e/harness"
 )
@@ -154,10 +156,23 @@ func TestAPIServerStopAndRestart(t *testing.T) {
 	}
 	pod := cp.CreatePod(ctx, harness.BoundPod(metav1.NamespaceDefault, "kept", node.Name(), 2))
 
+	// The kubeconfig file reaches the same API server as the harness client.
+	fromFile, err := clientcmd.BuildConfigFromFlags("", cp.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileClient, err := kubernetes.NewForConfig(fromFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fileClient.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || got.UID != pod.UID {
+		t.Fatalf("GET through the kubeconfig file: pod %v, error %v; want UID %s", got, err, pod.UID)
+	}
+
 	cp.StopAPIServer()
 	stoppedAt := time.Now()
 	getCtx, getCancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err := c.CoreV1().Pods(pod.Namespace).Get(getCtx, pod.Name, metav1.GetOptions{})
+	_, err = c.CoreV1().Pods(pod.Namespace).Get(getCtx, pod.Name, metav1.GetOptions{})
 	getCancel()
 	if err == nil {
 		t.Fatal("GET succeeded while the API server was stopped")
