@@ -1,6 +1,7 @@
 package health
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"sync"
@@ -154,67 +155,64 @@ var errNodeGoneUnconfirmed = errors.New("node missing from the cache, not yet co
 func nodeKey(name string) string { return "node/" + name }
 
 // sightings remembers when something was first seen, for a bounded number
-// of keys. A key not seen again for idle is forgotten. It is safe for
-// concurrent use.
+// of keys, in least-recently-seen order. A key not seen again for idle is
+// forgotten; when full, the key seen least recently goes. Every operation
+// costs O(1). It is safe for concurrent use.
 type sightings struct {
 	capacity int
 	idle     time.Duration
 
-	mu   sync.Mutex
-	seen map[string]*sighting
+	mu    sync.Mutex
+	seen  map[string]*list.Element // of *sighting
+	order list.List                // front: seen most recently
 }
 
-type sighting struct{ first, last time.Time }
+type sighting struct {
+	key         string
+	first, last time.Time
+}
 
 func newSightings(capacity int, idle time.Duration) *sightings {
-	return &sightings{capacity: capacity, idle: idle, seen: make(map[string]*sighting)}
+	return &sightings{capacity: capacity, idle: idle, seen: make(map[string]*list.Element)}
 }
 
 // see records a sighting of key at now and returns the first one.
 func (s *sightings) see(key string, now time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if x, ok := s.seen[key]; ok && now.Sub(x.last) < s.idle {
-		x.last = now
-		return x.first
+	if e, ok := s.seen[key]; ok {
+		x := e.Value.(*sighting)
+		if now.Sub(x.last) < s.idle {
+			x.last = now
+			s.order.MoveToFront(e)
+			return x.first
+		}
+		s.removeLocked(e)
 	}
-	if len(s.seen) >= s.capacity {
-		s.evictLocked(now)
+	for s.order.Len() >= s.capacity {
+		s.removeLocked(s.order.Back())
 	}
-	s.seen[key] = &sighting{first: now, last: now}
+	s.seen[key] = s.order.PushFront(&sighting{key: key, first: now, last: now})
 	return now
 }
 
 func (s *sightings) forget(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.seen, key)
+	if e, ok := s.seen[key]; ok {
+		s.removeLocked(e)
+	}
 }
 
-// evictLocked drops the idle keys, and if none is idle, the one seen least
-// recently, so that the map never grows past capacity. It runs only when
-// the map is full; its scan is bounded by the capacity.
-func (s *sightings) evictLocked(now time.Time) {
-	var oldestKey string
-	var oldest time.Time
-	for k, x := range s.seen {
-		if now.Sub(x.last) >= s.idle {
-			delete(s.seen, k)
-			continue
-		}
-		if oldestKey == "" || x.last.Before(oldest) {
-			oldestKey, oldest = k, x.last
-		}
-	}
-	if len(s.seen) >= s.capacity && oldestKey != "" {
-		delete(s.seen, oldestKey)
-	}
+func (s *sightings) removeLocked(e *list.Element) {
+	delete(s.seen, e.Value.(*sighting).key)
+	s.order.Remove(e)
 }
 
 func (s *sightings) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.seen)
+	return s.order.Len()
 }
 
 // nodeReady reports whether the node's Ready condition is True.

@@ -71,8 +71,13 @@ func DefaultRules() Rules {
 }
 
 // Classify returns the verdict of the first rule with an opinion, or Alive.
-// It judges from the pod alone: rules that need evidence are skipped.
+// It judges from the pod alone: rules that need evidence are skipped. A nil
+// pod is judged by no rule: it gets an Alive verdict, which never leads to a
+// delete, with the reason "nil pod".
 func (rs Rules) Classify(pod *corev1.Pod) Verdict {
+	if pod == nil {
+		return Verdict{State: Alive, Reason: "nil pod"}
+	}
 	return rs.classify(pod, nil)
 }
 

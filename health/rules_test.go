@@ -117,3 +117,9 @@ func TestEmptyRulesCallEverythingAlive(t *testing.T) {
 	require.Equal(t, health.Alive, got.State)
 	require.Empty(t, got.Rule)
 }
+
+func TestClassifyOfANilPodIsNoPanicAndNoDelete(t *testing.T) {
+	var got health.Verdict
+	require.NotPanics(t, func() { got = health.DefaultRules().Classify(nil) })
+	require.Equal(t, health.Verdict{State: health.Alive, Reason: "nil pod"}, got)
+}
