@@ -18,6 +18,9 @@ import (
 // dependencies; BuildBinaries runs the Go toolchain from its directory.
 const modulePath = "github.com/podhealth/podhealth/e2e"
 
+// rootModulePath is the library's module, which holds examples/operator.
+const rootModulePath = "github.com/podhealth/podhealth"
+
 // Packages built by BuildBinaries. They are declared as tool dependencies in
 // the e2e module's go.mod, which pins their versions.
 const (
@@ -36,11 +39,15 @@ type Binaries struct {
 	APIServer string
 	// ControllerManager is kube-controller-manager.
 	ControllerManager string
+	// Operator is the library's example operator (examples/operator),
+	// built from the root module with its own dependencies.
+	Operator string
 	// BuildTime is how long BuildBinaries took.
 	BuildTime time.Duration
 }
 
-// BuildBinaries builds etcd, kube-apiserver and kube-controller-manager into a
+// BuildBinaries builds etcd, kube-apiserver, kube-controller-manager and the
+// example operator into a
 // fresh directory under os.TempDir. It is meant to be called once per test
 // binary, from TestMain; the Go build cache makes every build after the first
 // one on a machine a matter of linking. The caller should call
@@ -91,7 +98,22 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 		b.Remove()
 		return Binaries{}, fmt.Errorf("harness: locating the etcd binary: %w", err)
 	}
-	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager} {
+	rootDir, err := findModuleDir(modDir, rootModulePath)
+	if err != nil {
+		b.Remove()
+		return Binaries{}, err
+	}
+	b.Operator = filepath.Join(dir, "podhealth-operator")
+	cmd = exec.CommandContext(ctx, goTool, "build", "-o", b.Operator, "./examples/operator")
+	cmd.Dir = rootDir
+	out.Reset()
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		b.Remove()
+		return Binaries{}, fmt.Errorf("harness: go build ./examples/operator in %s: %w\n%s", rootDir, err, out.String())
+	}
+	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Operator} {
 		if _, err := os.Stat(p); err != nil {
 			b.Remove()
 			return Binaries{}, fmt.Errorf("harness: build produced no %s: %w", filepath.Base(p), err)

@@ -78,15 +78,15 @@ func (p *process) exited() (bool, error) {
 }
 
 // stop signals the whole process group with SIGTERM, waits up to grace for
-// the process to exit, then kills the group. It is a no-op if the process is
-// not running.
-func (p *process) stop(grace time.Duration) {
+// the process to exit, then kills the group. It returns how the process
+// ended (nil for a clean exit). It is a no-op if the process is not running.
+func (p *process) stop(grace time.Duration) error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.cmd, p.done = nil, nil
 	p.mu.Unlock()
 	if cmd == nil {
-		return
+		return nil
 	}
 	pgid := cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
@@ -97,6 +97,9 @@ func (p *process) stop(grace time.Duration) {
 	// Kill the group even when the leader is gone, in case it left children.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
 }
 
 // tail returns at most the last n lines of the log file.

@@ -1,0 +1,70 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Operator is a running examples/operator process.
+type Operator struct {
+	proc *process
+}
+
+// StartOperator runs the example operator against cp with --kubeconfig and
+// the given extra arguments (such as --workloads and --namespace). Its
+// output goes to a log file in the control plane's directory. It is stopped
+// with SIGTERM in t.Cleanup, and the tail of its log is printed if the test
+// failed. It stops the test with t.Fatal if the process cannot start.
+func (cp *ControlPlane) StartOperator(t testing.TB, bins Binaries, args ...string) *Operator {
+	t.Helper()
+	if bins.Operator == "" {
+		t.Fatal("harness: no operator binary: BuildBinaries builds it")
+	}
+	logPath := filepath.Join(cp.dir, "operator.log")
+	p := &process{
+		name:    "operator",
+		path:    bins.Operator,
+		args:    append([]string{"--kubeconfig=" + cp.kubeconfig}, args...),
+		logPath: logPath,
+	}
+	if err := p.start(); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	op := &Operator{proc: p}
+	t.Cleanup(func() {
+		op.Stop()
+		if t.Failed() {
+			t.Logf("---- last %d lines of operator output (%s) ----\n%s", cp.opts.LogTailLines, logPath, p.tail(cp.opts.LogTailLines))
+		}
+	})
+	return op
+}
+
+// Stop sends SIGTERM and waits for the operator to exit (killing it after 10
+// seconds). It returns how the process ended; a clean shutdown is nil.
+func (op *Operator) Stop() error {
+	return op.proc.stop(10 * time.Second)
+}
+
+// Log returns the operator's output so far.
+func (op *Operator) Log() string {
+	data, err := os.ReadFile(op.proc.logPath)
+	if err != nil {
+		return ""
+	}
+	return string(data)
+}
+
+// LogLines returns the lines of the operator's output that contain substr.
+func (op *Operator) LogLines(substr string) []string {
+	var out []string
+	for _, line := range strings.Split(op.Log(), "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
