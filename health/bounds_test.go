@@ -175,37 +175,3 @@ func TestCheckWorkGrowsLinearly(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkCheckScaling measures a check over 1,000, 10,000 and 100,000
-// distinct pods, all alive and with 1% dead (deleted by the first check and
-// remembered after, as when an informer lags). ns/pod should stay flat.
-func BenchmarkCheckScaling(b *testing.B) {
-	for _, deadPercent := range []int{0, 1} {
-		for _, n := range []int{1_000, 10_000, 100_000} {
-			b.Run(fmt.Sprintf("dead=%d%%/pods=%d", deadPercent, n), func(b *testing.B) {
-				pods := make([]*corev1.Pod, n)
-				for i := range pods {
-					if deadPercent > 0 && i%(100/deadPercent) == 0 {
-						pods[i] = taintEvicted(fmt.Sprintf("pod-%d", i))
-					} else {
-						pods[i] = newPod(fmt.Sprintf("pod-%d", i))
-					}
-				}
-				source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return pods, nil })
-				deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) (health.DeleteResult, error) { return health.Deleted, nil })
-				checker, err := health.New(source, deleter, health.Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				ctx := context.Background()
-				b.ReportAllocs()
-				for b.Loop() {
-					if healthy, err := checker.Check(ctx); err != nil || !healthy {
-						b.Fatalf("Check() = %v, %v", healthy, err)
-					}
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/pod")
-			})
-		}
-	}
-}
