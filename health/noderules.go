@@ -23,7 +23,7 @@ const DefaultTerminatingMargin = 5 * time.Minute
 // node evidence the rule has no opinion. Its verdict is fenced: with its
 // node gone, the pod cannot run.
 func NodeGone() Rule {
-	return Rule{Name: RuleNodeGone, WithEvidence: func(pod *corev1.Pod, ev *Evidence) (Verdict, bool) {
+	return Rule{Name: RuleNodeGone, When: Deleting, WithEvidence: func(pod *corev1.Pod, ev *Evidence) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil || pod.Spec.NodeName == "" {
 			return Verdict{}, false
 		}
@@ -38,7 +38,7 @@ func NodeGone() Rule {
 // carries the node.kubernetes.io/out-of-service taint, which an admin or a
 // fencing tool sets on a node that is powered off. Its verdict is fenced.
 func OutOfService() Rule {
-	return Rule{Name: RuleOutOfService, WithEvidence: func(pod *corev1.Pod, ev *Evidence) (Verdict, bool) {
+	return Rule{Name: RuleOutOfService, When: Deleting, WithEvidence: func(pod *corev1.Pod, ev *Evidence) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil || pod.Spec.NodeName == "" {
 			return Verdict{}, false
 		}
@@ -61,7 +61,7 @@ func TerminatingTooLong(margin time.Duration) Rule {
 	if margin <= 0 {
 		margin = DefaultTerminatingMargin
 	}
-	return Rule{Name: RuleTerminatingTooLong, WithEvidence: func(pod *corev1.Pod, ev *Evidence) (Verdict, bool) {
+	return Rule{Name: RuleTerminatingTooLong, When: Deleting, WithEvidence: func(pod *corev1.Pod, ev *Evidence) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil || pod.Spec.NodeName == "" {
 			return Verdict{}, false
 		}

@@ -14,10 +14,44 @@ import (
 //
 // Either returns ok=false when the rule has no opinion about the pod. It must
 // not mutate the pod and must be safe for concurrent use.
+//
+// When, if not zero, lists facts a pod must all have for the rule to have an
+// opinion; a pod that lacks one skips the rule without calling it. It lets
+// a check over many live pods skip most rules: the facts are read once per
+// pod. A rule that declares When must have no opinion about pods lacking
+// those facts.
 type Rule struct {
 	Name         string
+	When         Facts
 	Classify     func(pod *corev1.Pod) (v Verdict, ok bool)
 	WithEvidence func(pod *corev1.Pod, ev *Evidence) (v Verdict, ok bool)
+}
+
+// Facts are cheap facts about a pod, as a bit set (see Rule.When).
+type Facts uint8
+
+const (
+	// Deleting: the pod has a deletionTimestamp.
+	Deleting Facts = 1 << iota
+	// Terminal: the pod is in phase Succeeded or Failed.
+	Terminal
+	// Disrupted: the pod has a DisruptionTarget=True condition.
+	Disrupted
+)
+
+// FactsOf returns the facts that hold for pod.
+func FactsOf(pod *corev1.Pod) Facts {
+	var f Facts
+	if pod.DeletionTimestamp != nil {
+		f |= Deleting
+	}
+	if isTerminalPhase(pod) {
+		f |= Terminal
+	}
+	if disruptionTarget(pod) != nil {
+		f |= Disrupted
+	}
+	return f
 }
 
 // Rules is an ordered rule set: the first rule with an opinion decides. A pod
@@ -83,7 +117,12 @@ func (rs Rules) Classify(pod *corev1.Pod) Verdict {
 
 // classify is Classify with evidence; a nil ev skips the rules that need it.
 func (rs Rules) classify(pod *corev1.Pod, ev *Evidence) Verdict {
-	for _, r := range rs {
+	facts := FactsOf(pod)
+	for i := range rs {
+		r := &rs[i]
+		if r.When&^facts != 0 {
+			continue
+		}
 		var v Verdict
 		var ok bool
 		switch {
@@ -116,7 +155,7 @@ func (rs Rules) needEvidence() bool {
 // deleting: its node went away and the toleration ran out, so no kubelet will
 // ever confirm the graceful deletion.
 func TaintEvicted() Rule {
-	return Rule{Name: RuleTaintEvicted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleTaintEvicted, When: Deleting | Disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil || !hasDisruptionTarget(pod, ReasonDeletionByTaintManager) {
 			return Verdict{}, false
 		}
@@ -128,7 +167,7 @@ func TaintEvicted() Rule {
 // for a disruption (node shutdown, resource pressure): its containers are
 // gone already.
 func TerminatedByKubelet() Rule {
-	return Rule{Name: RuleTerminatedByKubelet, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleTerminatedByKubelet, When: Terminal | Disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if pod.Status.Phase != corev1.PodFailed || !hasDisruptionTarget(pod, ReasonTerminationByKubelet) {
 			return Verdict{}, false
 		}
@@ -140,7 +179,7 @@ func TerminatedByKubelet() Rule {
 // after the rules that recognise dead pods: on its own it protects every
 // graceful shutdown, such as a drain's.
 func GracefulDeletion() Rule {
-	return Rule{Name: RuleGracefulDeletion, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleGracefulDeletion, When: Deleting, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil {
 			return Verdict{}, false
 		}
@@ -155,7 +194,7 @@ func GracefulDeletion() Rule {
 // FinishedPod marks a pod in phase Succeeded or Failed as Finished: not
 // alive, and left alone.
 func FinishedPod() Rule {
-	return Rule{Name: RuleFinishedPod, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleFinishedPod, When: Terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if !isTerminalPhase(pod) {
 			return Verdict{}, false
 		}
@@ -169,7 +208,7 @@ func FinishedPod() Rule {
 //
 //	rules := append(health.Rules{health.FinishedPodIsDead()}, health.DefaultRules()...)
 func FinishedPodIsDead() Rule {
-	return Rule{Name: RuleFinishedPodIsDead, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleFinishedPodIsDead, When: Terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if !isTerminalPhase(pod) || pod.DeletionTimestamp != nil {
 			return Verdict{}, false
 		}
@@ -181,7 +220,7 @@ func FinishedPodIsDead() Rule {
 // DisruptionTarget=True but no deletionTimestamp: the disruption was called
 // off or has not happened, and the condition may be stale.
 func StaleDisruptionTarget() Rule {
-	return Rule{Name: RuleStaleDisruptionAlive, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleStaleDisruptionAlive, When: Disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if pod.DeletionTimestamp != nil || isTerminalPhase(pod) || disruptionTarget(pod) == nil {
 			return Verdict{}, false
 		}

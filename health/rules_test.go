@@ -123,3 +123,31 @@ func TestClassifyOfANilPodIsNoPanicAndNoDelete(t *testing.T) {
 	require.NotPanics(t, func() { got = health.DefaultRules().Classify(nil) })
 	require.Equal(t, health.Verdict{State: health.Alive, Reason: "nil pod"}, got)
 }
+
+func TestRuleWhenSkipsPodsThatLackTheFacts(t *testing.T) {
+	tests := []struct {
+		name      string
+		when      health.Facts
+		pod       *corev1.Pod
+		wantCalls int
+	}{
+		{"no facts required: called for a live pod", 0, newPod("p"), 1},
+		{"Deleting: not called for a live pod", health.Deleting, newPod("p"), 0},
+		{"Deleting: called for a deleting pod", health.Deleting, newPod("p", deleting), 1},
+		{"Deleting and Disrupted: not called without the condition", health.Deleting | health.Disrupted, newPod("p", deleting), 0},
+		{"Deleting and Disrupted: called with both", health.Deleting | health.Disrupted, drained("p"), 1},
+		{"Terminal: called for a succeeded pod", health.Terminal, newPod("p", phase(corev1.PodSucceeded)), 1},
+		{"Disrupted: a False condition is not the fact", health.Disrupted, newPod("p", condition(corev1.DisruptionTarget, corev1.ConditionFalse, "x")), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			rule := health.Rule{Name: "Counting", When: tt.when, Classify: func(*corev1.Pod) (health.Verdict, bool) {
+				calls++
+				return health.Verdict{}, false
+			}}
+			health.Rules{rule}.Classify(tt.pod)
+			require.Equal(t, tt.wantCalls, calls)
+		})
+	}
+}
