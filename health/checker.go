@@ -80,12 +80,15 @@ type Checker struct {
 	clock         clock.PassiveClock
 	rules         Rules
 	evidenceRules bool
-	nodes         NodeEvidence
-	policy        Policy
-	budget        *DeleteBudget
-	breaker       Breaker
-	memory        *Memory
-	observer      Observer
+	// factsRules is true when every rule declares Rule.When: a pod with no
+	// facts is then alive without asking any rule.
+	factsRules bool
+	nodes      NodeEvidence
+	policy     Policy
+	budget     *DeleteBudget
+	breaker    Breaker
+	memory     *Memory
+	observer   Observer
 }
 
 // New returns a Checker over source and deleter. The deleter may be nil only
@@ -123,6 +126,7 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 		c.rules = DefaultRules()
 	}
 	c.evidenceRules = c.rules.needEvidence()
+	c.factsRules = c.rules.needFacts()
 	if c.memory == nil {
 		c.memory = NewMemory(MemoryOptions{})
 	}
@@ -180,11 +184,16 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	alive := 0
 	var dead []deadPod // allocated only when there is a dead pod
 	for i, pod := range pods {
-		var ev *Evidence
-		if c.evidenceRules && (pod.DeletionTimestamp != nil || isTerminalPhase(pod)) {
-			ev = k.getEvidence()
+		facts := FactsOf(pod)
+		var v Verdict
+		switch {
+		case facts == 0 && c.factsRules:
+			v = aliveByDefault // the common case: a running pod, no rule applies
+		case c.evidenceRules && facts&(Deleting|Terminal) != 0:
+			v = c.rules.classify(pod, k.getEvidence())
+		default:
+			v = c.rules.classify(pod, nil)
 		}
-		v := c.rules.classify(pod, ev)
 		switch v.State {
 		case Alive:
 			alive++

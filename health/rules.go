@@ -138,7 +138,21 @@ func (rs Rules) classify(pod *corev1.Pod, ev *Evidence) Verdict {
 			return v
 		}
 	}
-	return Verdict{State: Alive, Reason: "no rule matched"}
+	return aliveByDefault
+}
+
+// aliveByDefault is the verdict of a pod that no rule matched.
+var aliveByDefault = Verdict{State: Alive, Reason: "no rule matched"}
+
+// needFacts reports whether every rule declares facts it needs, so that a
+// pod with none of the facts matches no rule.
+func (rs Rules) needFacts() bool {
+	for _, r := range rs {
+		if r.When == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // needEvidence reports whether any rule needs evidence.
