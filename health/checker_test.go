@@ -558,3 +558,23 @@ func TestErrorMessagesNameThePod(t *testing.T) {
 	err := &health.DeleteError{Namespace: "ns", Name: "p", UID: "u", Err: errors.New("boom")}
 	require.True(t, strings.Contains(err.Error(), "ns/p") && strings.Contains(err.Error(), "uid u") && strings.Contains(err.Error(), "boom"), err.Error())
 }
+
+// A rule that declares no facts is asked about every pod, also running
+// ones with none of the facts the default rules need.
+func TestCheckerAsksRulesWithoutFactsAboutEveryPod(t *testing.T) {
+	markedDead := health.Rule{Name: "MarkedDead", Classify: func(p *corev1.Pod) (health.Verdict, bool) {
+		if p.Labels["dead"] != "yes" {
+			return health.Verdict{}, false
+		}
+		return health.Verdict{State: health.Dead, Reason: "labelled dead"}, true
+	}}
+	marked := newPod("marked")
+	marked.Labels = map[string]string{"dead": "yes"}
+	pods := fake.New(fake.Options{}, newPod("alive"), marked)
+	rules := append(health.Rules{markedDead}, health.DefaultRules()...)
+
+	report, err := newChecker(t, pods, health.Options{Rules: rules}).CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []health.Outcome{health.NoAction, health.ForceDeleted}, outcomes(report))
+	require.Equal(t, "MarkedDead", report.Pods[1].Verdict.Rule)
+}
