@@ -287,6 +287,15 @@ func (c *controller) sync(ctx context.Context, w string) error {
 		return nil // not ours
 	}
 	log := c.log.WithValues("workload", w)
+	// Expectations first, as Kubernetes' own controllers do: a check that
+	// ran before the cache showed our replacement, and an expectation read
+	// after, would see no live pod and no pending replacement, and create a
+	// second one.
+	if name, wait, ok := c.expect.pending(w, c.lister, c.cfg.Namespace); ok {
+		log.Info("the replacement created earlier is not in the cache yet; waiting for it before checking again", "pod", name)
+		c.queue.AddAfter(w, wait)
+		return nil
+	}
 	report, err := checker.CheckReport(ctx)
 	if err != nil {
 		return fmt.Errorf("checking workload %s: %w", w, err)
@@ -297,11 +306,6 @@ func (c *controller) sync(ctx context.Context, w string) error {
 		c.queue.AddAfter(w, report.RetryAfter)
 	}
 	if report.Healthy {
-		return nil
-	}
-	if name, wait, ok := c.expect.pending(w, c.lister, c.cfg.Namespace); ok {
-		log.Info("no live pod, but the replacement created earlier is not in the cache yet; not creating another", "pod", name)
-		c.queue.AddAfter(w, wait)
 		return nil
 	}
 	if c.cfg.DryRun {

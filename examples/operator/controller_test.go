@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -450,4 +451,61 @@ func TestConfigValidateRejectsBadFlags(t *testing.T) {
 	dry := testConfig()
 	dry.Image, dry.DryRun = "", true
 	require.NoError(t, dry.validate(), "a dry run needs no image")
+}
+
+// catchingUpLister is a lister whose cache catches up right after a list:
+// once armed, the first List adds pod to the cache after answering.
+type catchingUpLister struct {
+	corelisters.PodLister
+	idx   cache.Indexer
+	mu    sync.Mutex
+	armed *corev1.Pod
+}
+
+func (l *catchingUpLister) Pods(namespace string) corelisters.PodNamespaceLister {
+	return catchingUpNamespaceLister{l.PodLister.Pods(namespace), l}
+}
+
+type catchingUpNamespaceLister struct {
+	corelisters.PodNamespaceLister
+	l *catchingUpLister
+}
+
+func (n catchingUpNamespaceLister) List(selector labels.Selector) ([]*corev1.Pod, error) {
+	pods, err := n.PodNamespaceLister.List(selector)
+	n.l.mu.Lock()
+	defer n.l.mu.Unlock()
+	if n.l.armed != nil {
+		_ = n.l.idx.Add(n.l.armed)
+		n.l.armed = nil
+	}
+	return pods, err
+}
+
+// TestSyncDoesNotCreateASecondReplacementWhenTheCacheCatchesUpMidSync: the
+// replacement reaches the cache between the check's list and the rest of
+// the sync. The sync must not take the check's stale "no live pod" for a
+// reason to create another one.
+func TestSyncDoesNotCreateASecondReplacementWhenTheCacheCatchesUpMidSync(t *testing.T) {
+	dead := fixture(t, "pod-taint-evicted.json", "registry")
+	client := newFakeClient(dead)
+	inner, idx := staleLister(t, dead)
+	lister := &catchingUpLister{PodLister: inner, idx: idx}
+	c := newTestController(t, testConfig(), client, lister, logr.Discard())
+	ctx := context.Background()
+
+	require.NoError(t, c.sync(ctx, "registry"))
+	require.Len(t, podActions(client, "create"), 1)
+	require.NoError(t, idx.Delete(dead)) // the force delete reached the cache
+	created, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, created.Items, 1)
+	lister.mu.Lock()
+	lister.armed = &created.Items[0]
+	lister.mu.Unlock()
+
+	for range 3 {
+		require.NoError(t, c.sync(ctx, "registry"))
+	}
+	require.Len(t, podActions(client, "create"), 1, "a second replacement was created")
 }
