@@ -171,16 +171,8 @@ func TestFigures(t *testing.T) {
 		if r.deletes != 2 {
 			t.Errorf("failure %d: %v pod DELETEs, want 2 (taint eviction + one force delete)", i+1, r.deletes)
 		}
-		// examples/operator may create a second replacement: when a sync
-		// lists the workload just before its first replacement reaches the
-		// informer's cache, and then finds that replacement in the cache when
-		// it looks for the one it expects, it takes the expectation as met
-		// and creates again. That is the example's bug, not the library's;
-		// it is counted and reported, and more than two is an error.
-		if r.creates < 1 || r.creates > 2 {
-			t.Errorf("failure %d: %v pod creations, want 1 replacement (2 with the example operator's known race)", i+1, r.creates)
-		} else if r.creates == 2 {
-			t.Logf("failure %d: examples/operator created two replacements (expectation race)", i+1)
+		if r.creates != 1 {
+			t.Errorf("failure %d: %v pod creations, want exactly 1 replacement", i+1, r.creates)
 		}
 		if r.forceDeleteLogLines != 1 {
 			t.Errorf("failure %d: operator logged %d force deletes, want 1", i+1, r.forceDeleteLogLines)
@@ -226,8 +218,8 @@ func TestFigures(t *testing.T) {
 		t.Errorf("lagging informer: %v pod DELETEs for %d dead pods, want %d (one taint eviction and one force delete each)",
 			lagDeletes, len(lagWorkloads), 2*len(lagWorkloads))
 	}
-	if lagCreates < float64(len(lagWorkloads)) || lagCreates > 2*float64(len(lagWorkloads)) {
-		t.Errorf("lagging informer: %v pod creations, want %d (one replacement per workload; at most twice that with the example operator's race)", lagCreates, len(lagWorkloads))
+	if lagCreates != float64(len(lagWorkloads)) {
+		t.Errorf("lagging informer: %v pod creations, want %d (one replacement per workload)", lagCreates, len(lagWorkloads))
 	}
 	if proxy.Watches() == 0 {
 		t.Error("the lagging operator's watches did not go through the delaying proxy")
@@ -371,14 +363,6 @@ type figReport struct {
 	duration      time.Duration
 }
 
-// figExtra notes how many more pods were created than wanted.
-func figExtra(created float64, want int) string {
-	if extra := created - float64(want); extra > 0 {
-		return fmt.Sprintf(" (%.0f more than one per dead pod, see below)", extra)
-	}
-	return ""
-}
-
 func figMs(d time.Duration) string {
 	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 }
@@ -424,18 +408,13 @@ func figRender(r figReport) string {
 	fmt.Fprintf(&b, "| (b) `DisruptionTarget` → replacement pod exists | median %s, max %s |\n", figMs(replMed), figMs(replMax))
 	fmt.Fprintf(&b, "| pod DELETEs during the %d failures / of them the taint-eviction controller's graceful ones / the library's force deletes | %.0f / %d / %.0f (%.2f per dead pod) |\n",
 		len(r.failures), deletes, len(r.failures), deletes-float64(len(r.failures)), (deletes-float64(len(r.failures)))/float64(len(r.failures)))
-	fmt.Fprintf(&b, "| replacement pods created by `examples/operator` during the %d failures | %.0f%s |\n", len(r.failures), creates, figExtra(creates, len(r.failures)))
+	fmt.Fprintf(&b, "| replacement pods created by `examples/operator` during the %d failures | %.0f |\n", len(r.failures), creates)
 	fmt.Fprintf(&b, "| informer %v behind the API server (resync %v), %d dead pods: pod DELETEs / the library's | %.0f / %.0f |\n",
 		figWatchDelay, figResync, len(r.lag), lagDeletes, lagDeletes-float64(len(r.lag)))
-	fmt.Fprintf(&b, "| informer %v behind: replacement pods created | %.0f%s |\n", figWatchDelay, r.lagCreates, figExtra(r.lagCreates, len(r.lag)))
+	fmt.Fprintf(&b, "| informer %v behind: replacement pods created | %.0f |\n", figWatchDelay, r.lagCreates)
 	fmt.Fprintf(&b, "| healthy workloads, %d resyncs of 2 operators over 7 workloads: writes to pods and events | %.0f |\n",
 		int(figHealthyWait/figResync), r.healthyWrites)
 
-	if creates > float64(len(r.failures)) || r.lagCreates > float64(len(r.lag)) {
-		fmt.Fprintf(&b, "\nA second replacement comes from a race in `examples/operator`, not from the library: a sync that "+
-			"lists the workload just before the first replacement reaches the informer's cache, and then finds it there "+
-			"when it looks for the replacement it expects, takes the expectation as met and creates another.\n")
-	}
 	fmt.Fprintf(&b, "\nPer failure:\n\n")
 	fmt.Fprintf(&b, "| node | pod | heartbeat → `DisruptionTarget` | `lastTransitionTime` → seen | (a) → gone | (b) → replacement | pod DELETEs | pod POSTs |\n|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.failures {
