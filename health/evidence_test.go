@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,4 +410,45 @@ func TestNewRejectsAnUnknownFencingPolicy(t *testing.T) {
 	pods := fake.New(fake.Options{})
 	_, err := health.New(pods, pods, health.Options{Policy: health.Policy{Fencing: 42}})
 	require.ErrorContains(t, err, "unknown Policy.Fencing")
+}
+
+func TestEvidenceLooksUpEachNodeOncePerCheck(t *testing.T) {
+	nodes := fake.NewNodes(newNode("n1", notReady))
+	pods := fake.New(fake.Options{},
+		newPod("a", onNode("n1"), deleting), newPod("b", onNode("n1"), deleting), newPod("c", onNode("n1"), deleting, disruption("EvictionByEvictionAPI")))
+	checker := newChecker(t, pods, health.Options{NodeEvidence: health.NodeEvidence{Nodes: nodes}})
+
+	_, err := checker.Check(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, nodes.Gets(), "three terminating pods on one node, one lookup")
+	_, err = checker.Check(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, nodes.Gets(), "the next check looks again")
+}
+
+func TestSharedBudgetHoldsUnderConcurrentChecks(t *testing.T) {
+	const workloads, perWorkload, limit = 8, 5, 7
+	budget, err := health.NewDeleteBudget(limit, time.Hour)
+	require.NoError(t, err)
+	var all []*fake.Pods
+	var wg sync.WaitGroup
+	for w := range workloads {
+		var seed []*corev1.Pod
+		for i := range perWorkload {
+			seed = append(seed, taintEvicted(fmt.Sprintf("w%d-dead-%d", w, i)))
+		}
+		pods := fake.New(fake.Options{}, seed...)
+		all = append(all, pods)
+		checker := newChecker(t, pods, health.Options{Budget: budget})
+		wg.Go(func() {
+			_, err := checker.Check(context.Background())
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	sent := 0
+	for _, pods := range all {
+		sent += len(pods.Deletes())
+	}
+	require.Equal(t, limit, sent, "force deletes over all checkers")
 }
