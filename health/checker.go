@@ -190,9 +190,9 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 		case facts == 0 && c.factsRules:
 			v = aliveByDefault // the common case: a running pod, no rule applies
 		case c.evidenceRules && facts&(Deleting|Terminal) != 0:
-			v = c.rules.classify(pod, k.getEvidence())
+			v = c.rules.classify(pod, facts, k.getEvidence())
 		default:
-			v = c.rules.classify(pod, nil)
+			v = c.rules.classify(pod, facts, nil)
 		}
 		switch v.State {
 		case Alive:

@@ -112,12 +112,12 @@ func (rs Rules) Classify(pod *corev1.Pod) Verdict {
 	if pod == nil {
 		return Verdict{State: Alive, Reason: "nil pod"}
 	}
-	return rs.classify(pod, nil)
+	return rs.classify(pod, FactsOf(pod), nil)
 }
 
-// classify is Classify with evidence; a nil ev skips the rules that need it.
-func (rs Rules) classify(pod *corev1.Pod, ev *Evidence) Verdict {
-	facts := FactsOf(pod)
+// classify is Classify with the pod's facts already read and with evidence;
+// a nil ev skips the rules that need it.
+func (rs Rules) classify(pod *corev1.Pod, facts Facts, ev *Evidence) Verdict {
 	for i := range rs {
 		r := &rs[i]
 		if r.When&^facts != 0 {
