@@ -1,6 +1,7 @@
 package health
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -46,8 +47,4 @@ func (e *DeleteError) Unwrap() error { return e.Err }
 // ErrMissingUID is the DeleteError.Err of a dead pod without a UID: without
 // a UID precondition the delete could hit a newer pod of the same name, so
 // it is not sent.
-var ErrMissingUID = errorString("pod has no UID; refusing to delete without a UID precondition")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
+var ErrMissingUID = errors.New("pod has no UID; refusing to delete without a UID precondition")
