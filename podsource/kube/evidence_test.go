@@ -71,18 +71,15 @@ func TestConstructorsRefuseNil(t *testing.T) {
 	require.Error(t, err)
 }
 
-// A StatefulSet pod on the real lost node is held back until the node gets
-// the out-of-service taint; a missing node is confirmed with one live GET.
-func TestStatefulPodWaitsForFencingEvidenceOverInformers(t *testing.T) {
-	lost := loadNode(t, "node-lost.json")
-	pod := loadPod(t, podTaintEvicted)
-	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts"}}
-	client := fake.NewClientset(lost, pod)
+// checkerWithEvidence wires a checker over informers of client for the
+// pods of namespace default, with node evidence (cache plus a live read) and
+// claim evidence, and returns it with its node source.
+func checkerWithEvidence(t *testing.T, client *fake.Clientset) (*health.Checker, *kube.NodeSource) {
+	t.Helper()
 	nodes, claims := evidenceInformers(t, client)
 	live, err := kube.NewLiveNodes(client.CoreV1())
 	require.NoError(t, err)
-	podLister := startPodInformer(t, client, "default")
-	source, err := kube.NewListerSource(podLister, "default", labels.Everything())
+	source, err := kube.NewListerSource(startPodInformer(t, client, "default"), "default", labels.Everything())
 	require.NoError(t, err)
 	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
 	require.NoError(t, err)
@@ -91,6 +88,17 @@ func TestStatefulPodWaitsForFencingEvidenceOverInformers(t *testing.T) {
 		Policy:       health.Policy{Claims: claims},
 	})
 	require.NoError(t, err)
+	return checker, nodes
+}
+
+// A StatefulSet pod on the real lost node is held back until the node gets
+// the out-of-service taint; a missing node is confirmed with one live GET.
+func TestStatefulPodWaitsForFencingEvidenceOverInformers(t *testing.T) {
+	lost := loadNode(t, "node-lost.json")
+	pod := loadPod(t, podTaintEvicted)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts"}}
+	client := fake.NewClientset(lost, pod)
+	checker, nodes := checkerWithEvidence(t, client)
 
 	report, err := checker.CheckReport(context.Background())
 	require.NoError(t, err)
@@ -116,16 +124,7 @@ func TestStatefulPodWaitsForFencingEvidenceOverInformers(t *testing.T) {
 func TestLiveNodesConfirmsAMissingNodeWithOneGet(t *testing.T) {
 	pod := loadPod(t, podUserDeleted) // terminating on node-healthy, which the cache lacks
 	client := fake.NewClientset(pod)
-	nodes, _ := evidenceInformers(t, client)
-	live, err := kube.NewLiveNodes(client.CoreV1())
-	require.NoError(t, err)
-	podLister := startPodInformer(t, client, "default")
-	source, err := kube.NewListerSource(podLister, "default", labels.Everything())
-	require.NoError(t, err)
-	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
-	require.NoError(t, err)
-	checker, err := health.New(source, deleter, health.Options{NodeEvidence: health.NodeEvidence{Nodes: nodes, Live: live}})
-	require.NoError(t, err)
+	checker, _ := checkerWithEvidence(t, client)
 	before := len(client.Actions())
 
 	report, err := checker.CheckReport(context.Background())
