@@ -136,7 +136,7 @@ func newCheckerOver(t *testing.T, c kubernetes.Interface, w string, source healt
 func podReport(t *testing.T, r health.Report, uid types.UID) health.PodReport {
 	t.Helper()
 	for _, p := range r.Pods {
-		if p.UID == uid {
+		if p.Pod.UID == uid {
 			return p
 		}
 	}
@@ -292,3 +292,8 @@ func timed(f func()) time.Duration {
 	f()
 	return time.Since(start)
 }
+
+// deleterFunc adapts a function to a health.Deleter.
+type deleterFunc func(ctx context.Context, pod *corev1.Pod) error
+
+func (f deleterFunc) ForceDelete(ctx context.Context, pod *corev1.Pod) error { return f(ctx, pod) }

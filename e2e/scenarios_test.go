@@ -99,7 +99,7 @@ func TestScenarioNodeFailure(t *testing.T) {
 	if err != nil || !report.Healthy {
 		t.Fatalf("check after recovery: healthy %v, err %v; report %+v", report.Healthy, err, report.Pods)
 	}
-	if len(report.Pods) != 1 || report.Pods[0].UID != replacement.UID || report.Pods[0].Verdict.State != health.Alive {
+	if len(report.Pods) != 1 || report.Pods[0].Pod.UID != replacement.UID || report.Pods[0].Verdict.State != health.Alive {
 		t.Fatalf("check after recovery saw %+v, want only the replacement, alive", report.Pods)
 	}
 
@@ -249,8 +249,8 @@ func TestScenarioSameNameNewPod(t *testing.T) {
 		t.Fatalf("check: %v", err)
 	}
 	r := podReport(t, report, old.UID)
-	if r.Verdict.State != health.Dead || r.Verdict.Rule != health.RuleTaintEvicted || r.Outcome != health.NameReused {
-		t.Fatalf("stale pod: verdict %v (rule %s), outcome %v; want Dead by %s, NameReused", r.Verdict.State, r.Verdict.Rule, r.Outcome, health.RuleTaintEvicted)
+	if r.Verdict.State != health.Dead || r.Verdict.Rule != "TaintEvicted" || r.Outcome != health.NameReused {
+		t.Fatalf("stale pod: verdict %v (rule %s), outcome %v; want Dead by %s, NameReused", r.Verdict.State, r.Verdict.Rule, r.Outcome, "TaintEvicted")
 	}
 	// The stale list holds no live pod and one removed dead pod: row D4.
 	if report.Healthy {
@@ -388,7 +388,7 @@ func TestScenarioAPIServerGoesAway(t *testing.T) {
 	stopOnce := make(chan struct{}, 1)
 	stopOnce <- struct{}{}
 	var stopTook time.Duration
-	midCheck := health.DeleterFunc(func(ctx context.Context, pod *corev1.Pod) (health.DeleteResult, error) {
+	midCheck := deleterFunc(func(ctx context.Context, pod *corev1.Pod) error {
 		select {
 		case <-stopOnce:
 			stopTook = timed(cp.StopAPIServer)

@@ -91,7 +91,7 @@ func (l *stsLoop) reportsOf(uid types.UID) (ats []time.Time, prs []health.PodRep
 	defer l.mu.Unlock()
 	for _, c := range l.checks {
 		for _, p := range c.report.Pods {
-			if p.UID == uid {
+			if p.Pod.UID == uid {
 				ats = append(ats, c.at)
 				prs = append(prs, p)
 			}
@@ -206,8 +206,9 @@ func TestScenarioStatefulPodWaitsForFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	checker, err := health.New(source, deleter, health.Options{
-		Logger:       testr.New(t),
-		NodeEvidence: health.NodeEvidence{Nodes: nodeSource, Live: live},
+		Logger:    testr.New(t),
+		Nodes:     nodeSource,
+		LiveNodes: live,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func BenchmarkCheck(b *testing.B) {
 					}
 				}
 				source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return pods, nil })
-				deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) (health.DeleteResult, error) { return health.Deleted, nil })
+				deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error { return nil })
 				checker, err := health.New(source, deleter, health.Options{})
 				if err != nil {
 					b.Fatal(err)

@@ -94,9 +94,9 @@ func TestCheckerMemoryStaysBoundedOverAStreamOfDeadPods(t *testing.T) {
 		return batch, nil
 	})
 	var deletes atomic.Int64
-	deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) (health.DeleteResult, error) {
+	deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error {
 		deletes.Add(1)
-		return health.Deleted, nil
+		return nil
 	})
 	memory := health.NewMemory(health.MemoryOptions{Capacity: capacity})
 	checker, err := health.New(source, deleter, health.Options{Memory: memory})
@@ -146,9 +146,9 @@ func TestCheckWorkGrowsLinearly(t *testing.T) {
 					lists.Add(1)
 					return pods, nil
 				})
-				deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) (health.DeleteResult, error) {
+				deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error {
 					deletes.Add(1)
-					return health.Deleted, nil
+					return nil
 				})
 				rules := append(health.Rules{counting}, health.DefaultRules()...)
 				checker, err := health.New(source, deleter, health.Options{Rules: rules})

@@ -4,37 +4,52 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
 // Options configure a Checker. The zero value is the default: force deletes
-// are sent, nothing is logged, the real clock is used, the rules are
-// DefaultRules(), the policy is the zero Policy (FenceStateful), there is no
-// node evidence, no budget and no breaker, the Checker has a Memory of its
-// own with default bounds, and nobody is notified.
+// are sent, logs go to the logger of each check's context (none: discarded),
+// the real clock is used, the rules are DefaultRules(), there is no node
+// evidence, the fencing policy is FenceStateful with claims' access modes
+// unknown, there is no budget and no breaker, the Checker has a Memory of
+// its own with default bounds, and nobody is notified.
 type Options struct {
 	// DryRun classifies and reports what would be force-deleted, and calls
 	// neither the Deleter nor the Memory nor the Budget. Its health answer is
 	// the one the real check would give if every force delete succeeded.
 	DryRun bool
 	// Logger gets one structured line per force delete (or would-be force
-	// delete in dry run) with namespace, name, uid, rule, reason and outcome.
-	// The zero Logger discards.
+	// delete in dry run), with the keys pod, node, uid, rule, reason and
+	// outcome, in Kubernetes' structured-logging style. The zero Logger
+	// means the logger in each check's context (logr.FromContextOrDiscard).
 	Logger logr.Logger
-	// Clock measures the Memory's expiry and how long pods and nodes have
-	// been seen in a state. Nil means the real clock.
+	// Clock measures the Memory's expiry, the budget's window and how long
+	// pods have been seen in a state. Nil means the real clock.
 	Clock clock.PassiveClock
 	// Rules classify pods. Empty means DefaultRules().
 	Rules Rules
-	// NodeEvidence is where node-aware rules and the policy learn about
-	// nodes. The zero value means no node evidence.
-	NodeEvidence NodeEvidence
-	// Policy decides which dead pods need fencing evidence.
-	Policy Policy
+	// Nodes gets a pod's node, typically from a node informer's cache, for
+	// the node-aware rules and the fencing evidence. Nil means no node
+	// evidence: the node-aware rules have no opinion, and pods that need
+	// fencing are held back.
+	Nodes NodeGetter
+	// LiveNodes is asked when Nodes says a node is missing, typically a
+	// direct API client: a node is gone only when LiveNodes answers
+	// NotFound too. Nil means a node is never confirmed gone.
+	LiveNodes NodeGetter
+	// Fencing says which dead pods need fencing evidence before a force
+	// delete. The zero value is FenceStateful.
+	Fencing Fencing
+	// Claims tells the access modes of the claims a pod mounts. Nil means
+	// they are unknown, and a pod that mounts any claim counts as stateful.
+	Claims ClaimGetter
 	// Budget, when not nil, limits force deletes per time window; share one
 	// between Checkers to limit them together.
 	Budget *DeleteBudget
@@ -43,27 +58,22 @@ type Options struct {
 	Breaker Breaker
 	// Memory remembers deleted UIDs. Nil means a new Memory with default
 	// bounds, private to this Checker. Share one Memory between Checkers
-	// that see the same pods.
+	// that see the same pods, and always when checkers are built per
+	// reconcile.
 	Memory *Memory
-	// Observer, when not nil, is told about each decision and each force
-	// delete.
+	// Observer, when not nil, is told the final report of each pod of each
+	// check.
 	Observer Observer
 }
 
-// Observer is told what a Checker decides and does. Its methods are called
-// synchronously from Check, must not mutate pod, should return quickly, and
-// must be safe for concurrent use. Implementations in this repository:
-// podsource/kube.EventObserver (Kubernetes events) and the Metrics of
-// examples/prometheus.
+// Observer is told what a Checker decided and did about each pod. Observe
+// is called once per listed pod and check, with the pod's final report (a
+// dead pod's after its force delete), synchronously from the check: it must
+// not mutate r.Pod, should return quickly, and must be safe for concurrent
+// use. Implementations in this repository: podsource/kube.EventObserver
+// (Kubernetes events) and the Metrics of examples/prometheus.
 type Observer interface {
-	// ObserveDecision is called once per listed pod and check, with its
-	// verdict and outcome (NoAction for pods that are not dead).
-	ObserveDecision(ctx context.Context, pod *corev1.Pod, r PodReport)
-	// ObserveForceDelete is called after each force delete that the
-	// Checker sends and, in dry run, for each it would send; the Outcome is
-	// ForceDeleted, WasAlreadyGone, NameReused, DeleteFailed or
-	// WouldForceDelete.
-	ObserveForceDelete(ctx context.Context, pod *corev1.Pod, r PodReport)
+	Observe(ctx context.Context, r PodReport)
 }
 
 // Checker answers whether one workload is healthy, force-deleting the pods
@@ -80,11 +90,12 @@ type Checker struct {
 	clock         clock.PassiveClock
 	rules         Rules
 	evidenceRules bool
-	// factsRules is true when every rule declares Rule.When: a pod with no
-	// facts is then alive without asking any rule.
+	// factsRules is true when every rule declares the facts it needs: a pod
+	// with no facts is then alive without asking any rule.
 	factsRules bool
-	nodes      NodeEvidence
-	policy     Policy
+	nodes      NodeGetter
+	liveNodes  NodeGetter
+	policy     policy
 	budget     *DeleteBudget
 	breaker    Breaker
 	memory     *Memory
@@ -92,32 +103,47 @@ type Checker struct {
 }
 
 // New returns a Checker over source and deleter. The deleter may be nil only
-// in dry run.
+// in dry run. Nil interfaces, typed nil pointers in them, unknown Fencing
+// values and rules without a Classify function are refused with an error.
 func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
-	if source == nil {
+	if isNil(source) {
 		return nil, errors.New("podhealth: New: nil PodSource")
 	}
-	if deleter == nil && !opts.DryRun {
+	if isNil(deleter) && !opts.DryRun {
 		return nil, errors.New("podhealth: New: nil Deleter (only a dry run may have none)")
 	}
-	switch opts.Policy.Fencing {
+	for name, v := range map[string]any{
+		"Options.Nodes": opts.Nodes, "Options.LiveNodes": opts.LiveNodes, "Options.Claims": opts.Claims,
+		"Options.Observer": opts.Observer, "Options.Breaker.Nodes": opts.Breaker.Nodes, "Options.Clock": opts.Clock,
+	} {
+		if v != nil && isNil(v) {
+			return nil, fmt.Errorf("podhealth: New: %s holds a nil %T", name, v)
+		}
+	}
+	switch opts.Fencing {
 	case FenceStateful, FenceAlways, FenceNever:
 	default:
-		return nil, fmt.Errorf("podhealth: New: unknown Policy.Fencing %d", int(opts.Policy.Fencing))
+		return nil, fmt.Errorf("podhealth: New: unknown Options.Fencing %d", int(opts.Fencing))
+	}
+	if err := opts.Rules.validate(); err != nil {
+		return nil, fmt.Errorf("podhealth: New: %w", err)
 	}
 	c := &Checker{
-		source:   source,
-		deleter:  deleter,
-		dryRun:   opts.DryRun,
-		log:      opts.Logger,
-		clock:    opts.Clock,
-		rules:    opts.Rules,
-		nodes:    opts.NodeEvidence,
-		policy:   opts.Policy,
-		budget:   opts.Budget,
-		breaker:  opts.Breaker,
-		memory:   opts.Memory,
-		observer: opts.Observer,
+		source:    source,
+		dryRun:    opts.DryRun,
+		log:       opts.Logger,
+		clock:     opts.Clock,
+		rules:     opts.Rules,
+		nodes:     opts.Nodes,
+		liveNodes: opts.LiveNodes,
+		policy:    policy{fencing: opts.Fencing, claims: opts.Claims},
+		budget:    opts.Budget,
+		breaker:   opts.Breaker,
+		memory:    opts.Memory,
+		observer:  opts.Observer,
+	}
+	if !isNil(deleter) {
+		c.deleter = deleter
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -131,6 +157,20 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 		c.memory = NewMemory(MemoryOptions{})
 	}
 	return c, nil
+}
+
+// isNil reports whether v is nil or a nil pointer, map, slice, channel or
+// function held in an interface: what a constructor returns on error when
+// its caller ignored the error.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Check lists the workload's pods, force-deletes the dead ones, and answers
@@ -147,19 +187,32 @@ func (c *Checker) Check(ctx context.Context) (healthy bool, err error) {
 // Report is filled in also when an error is returned, as far as the check
 // got.
 func (c *Checker) CheckReport(ctx context.Context) (Report, error) {
-	r := Report{DryRun: c.dryRun}
+	var r Report
 	healthy, err := c.run(ctx, &r)
 	r.Healthy = healthy
 	return r, err
+}
+
+// Classify returns the verdict that the Checker's rules give pod, with the
+// Checker's node evidence, as a check would; it deletes nothing. It lets an
+// informer handler recognise a dead pod exactly as the Checker will. A nil
+// pod is Alive with the reason "nil pod".
+func (c *Checker) Classify(ctx context.Context, pod *corev1.Pod) Verdict {
+	if pod == nil {
+		return Verdict{State: Alive, Reason: "nil pod"}
+	}
+	k := check{Checker: c, ctx: ctx, now: c.clock.Now()}
+	return k.classify(pod)
 }
 
 // check is the state of one run.
 type check struct {
 	*Checker
 	ctx        context.Context
+	log        logr.Logger
 	now        time.Time
 	report     *Report
-	evidence   *Evidence   // made on first use
+	evidence   *evidence   // made on first use
 	disruption *disruption // read on first use
 }
 
@@ -177,35 +230,25 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 		return false, err
 	}
 	if report != nil {
-		report.Pods = make([]PodReport, 0, len(pods))
+		report.Pods = make([]PodReport, len(pods))
 	}
-	k := check{Checker: c, ctx: ctx, now: c.clock.Now(), report: report}
+	k := check{Checker: c, ctx: ctx, log: c.log, now: c.clock.Now(), report: report}
+	if k.log.GetSink() == nil {
+		k.log = logr.FromContextOrDiscard(ctx)
+	}
 
 	alive := 0
 	var dead []deadPod // allocated only when there is a dead pod
 	for i, pod := range pods {
-		facts := FactsOf(pod)
-		var v Verdict
-		switch {
-		case facts == 0 && c.factsRules:
-			v = aliveByDefault // the common case: a running pod, no rule applies
-		case c.evidenceRules && facts&(Deleting|Terminal) != 0:
-			v = c.rules.classify(pod, facts, k.getEvidence())
-		default:
-			v = c.rules.classify(pod, facts, nil)
-		}
+		v := k.classify(pod)
 		switch v.State {
 		case Alive:
 			alive++
 		case Dead:
 			dead = append(dead, deadPod{index: i, verdict: v})
+			continue // finished after its force delete
 		}
-		if report != nil {
-			report.Pods = append(report.Pods, newPodReport(pod, v))
-		}
-		if v.State != Dead && c.observer != nil {
-			c.observer.ObserveDecision(ctx, pod, newPodReport(pod, v))
-		}
+		k.finish(i, PodReport{Pod: pod, Verdict: v})
 	}
 
 	var errs []error
@@ -213,21 +256,51 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 		pod := pods[d.index]
 		if err := ctx.Err(); err != nil {
 			for _, rest := range dead[n:] {
-				k.record(pods[rest.index], rest.index, rest.verdict, result{outcome: NotAttempted})
+				k.finish(rest.index, PodReport{Pod: pods[rest.index], Verdict: rest.verdict, Outcome: NotAttempted})
 			}
 			errs = append(errs, stopped(err))
 			break
 		}
 		res := k.removeDead(pod, d.verdict)
-		k.record(pod, d.index, d.verdict, res)
-		if res.err != nil {
+		k.finish(d.index, PodReport{Pod: pod, Verdict: d.verdict, Outcome: res.outcome, HeldBack: res.heldBack, Err: res.err})
+		if k.report != nil && res.retryAfter > 0 && (k.report.RetryAfter == 0 || res.retryAfter < k.report.RetryAfter) {
+			k.report.RetryAfter = res.retryAfter
+		}
+		switch {
+		case res.err != nil:
 			errs = append(errs, res.err)
+		case res.outcome == NotAttempted: // gave up waiting for another check's delete
+			errs = append(errs, stopped(context.Cause(ctx)))
 		}
 	}
 	if len(errs) > 0 {
 		return false, errors.Join(errs...)
 	}
 	return alive > 0, nil
+}
+
+// classify gives pod its verdict, reading its facts once and asking for
+// node evidence only for pods that are deleting or terminal.
+func (k *check) classify(pod *corev1.Pod) Verdict {
+	f := factsOf(pod)
+	switch {
+	case f == 0 && k.factsRules:
+		return aliveByDefault // the common case: a running pod, no rule applies
+	case k.evidenceRules && f&(deleting|terminal) != 0:
+		return k.rules.classify(pod, f, k.getEvidence())
+	default:
+		return k.rules.classify(pod, f, nil)
+	}
+}
+
+// finish hands one pod's final report to the Report and to the Observer.
+func (k *check) finish(index int, r PodReport) {
+	if k.report != nil {
+		k.report.Pods[index] = r
+	}
+	if k.observer != nil {
+		k.observer.Observe(k.ctx, r)
+	}
 }
 
 // deadPod is a dead pod's place in the list, with its verdict.
@@ -244,36 +317,21 @@ type result struct {
 	err        error
 }
 
-// record writes a dead pod's result into the report and tells the observer.
-func (k *check) record(pod *corev1.Pod, index int, v Verdict, res result) {
-	if k.report != nil {
-		p := &k.report.Pods[index]
-		p.Outcome, p.HeldBack, p.Err = res.outcome, res.heldBack, res.err
-		if res.retryAfter > 0 && (k.report.RetryAfter == 0 || res.retryAfter < k.report.RetryAfter) {
-			k.report.RetryAfter = res.retryAfter
-		}
-	}
-	if k.observer != nil {
-		r := newPodReport(pod, v)
-		r.Outcome, r.HeldBack, r.Err = res.outcome, res.heldBack, res.err
-		k.observer.ObserveDecision(k.ctx, pod, r)
-	}
-}
+// errDeletePanicked is the result that waiters on a force delete see when
+// the Deleter panicked; the panic itself goes on up the stack.
+var errDeletePanicked = errors.New("the force delete panicked")
 
 // removeDead force-deletes one dead pod, unless something says it must not
-// or need not be sent: a missing UID, a dry run, the Memory, the policy,
-// the breaker, the budget, or another check already deleting it.
+// or need not be sent: a missing name or UID, a dry run, the Memory, the
+// policy, the breaker, the budget, or another check already deleting it.
 func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
-	if pod.UID == "" {
-		err := &DeleteError{Namespace: pod.Namespace, Name: pod.Name, Err: ErrMissingUID}
+	if pod.Name == "" || pod.UID == "" {
+		err := &DeleteError{Pod: keyOf(pod), UID: pod.UID, Err: ErrUnidentifiedPod}
 		k.log.Error(err, "not force-deleting pod", podKeys(pod, v)...)
 		return result{outcome: DeleteFailed, err: err}
 	}
-	if !k.dryRun && k.memory.Remembers(pod.UID, k.now) {
-		if len(pod.Finalizers) > 0 {
-			return result{outcome: BlockedByFinalizers}
-		}
-		return result{outcome: DeletedEarlier}
+	if !k.dryRun && k.memory.remembers(pod.UID, k.now) {
+		return k.deletedEarlier(pod)
 	}
 	if why := k.holdBack(pod, v); why != "" {
 		k.log.V(1).Info("holding back force delete", append(podKeys(pod, v), "heldBack", why)...)
@@ -281,58 +339,83 @@ func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 	}
 	if k.dryRun {
 		k.log.Info("would force-delete pod", podKeys(pod, v)...)
-		k.observeDelete(pod, v, result{outcome: WouldForceDelete})
 		return result{outcome: WouldForceDelete}
 	}
 
-	remembered, call, owner := k.memory.claimUnlessRemembered(pod.UID, k.now)
-	if remembered {
-		return result{outcome: DeletedEarlier} // another check finished it just now
-	}
+	call, owner := k.memory.inflight.claim(pod.UID)
 	if !owner {
 		// Another check is deleting this pod; share its result.
 		select {
 		case <-call.done:
 		case <-k.ctx.Done():
-			return result{outcome: NotAttempted, err: stopped(k.ctx.Err())}
+			return result{outcome: NotAttempted}
+		}
+		if call.res.outcome.removed() {
+			return k.deletedEarlier(pod)
 		}
 		return call.res
 	}
-
-	res := k.send(pod, v)
-	k.memory.finish(pod.UID, call, res, k.clock.Now())
+	// Whatever happens from here on, a panic included, the claim is
+	// released and its waiters get a result.
+	res := result{outcome: DeleteFailed, err: &DeleteError{Pod: keyOf(pod), UID: pod.UID, Err: errDeletePanicked}}
+	defer func() {
+		if res.outcome.removed() {
+			k.memory.remember(pod.UID, k.clock.Now())
+		}
+		k.memory.inflight.finish(pod.UID, call, res)
+	}()
+	if k.memory.remembers(pod.UID, k.clock.Now()) {
+		res = k.deletedEarlier(pod) // another check finished it just now
+		return res
+	}
+	res = k.send(pod, v)
 	return res
+}
+
+func (k *check) deletedEarlier(pod *corev1.Pod) result {
+	if len(pod.Finalizers) > 0 {
+		return result{outcome: BlockedByFinalizers}
+	}
+	return result{outcome: DeletedEarlier}
 }
 
 // send spends the budget and sends the DELETE.
 func (k *check) send(pod *corev1.Pod, v Verdict) result {
 	if k.budget != nil {
-		if ok, retryAfter := k.budget.take(k.now); !ok {
+		// Charged when the DELETE is sent, on the clock of that moment, so
+		// that the budget holds in every window however long deletes take.
+		if ok, retryAfter := k.budget.take(k.clock.Now()); !ok {
 			why := fmt.Sprintf("force-delete budget of %d per %v used up", k.budget.max, k.budget.window)
 			k.log.V(1).Info("holding back force delete", append(podKeys(pod, v), "heldBack", why)...)
 			return result{outcome: HeldBack, heldBack: why, retryAfter: retryAfter}
 		}
 	}
-	deleteResult, err := k.deleter.ForceDelete(k.ctx, pod)
-	if err == nil && (deleteResult < Deleted || deleteResult > UIDMismatch) {
-		err = fmt.Errorf("deleter returned an unknown result %d with no error", int(deleteResult))
-	}
+	err := k.deleter.ForceDelete(k.ctx, pod)
 	var res result
-	if err != nil {
-		res = result{outcome: DeleteFailed, err: &DeleteError{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Err: err}}
+	switch {
+	case err == nil:
+		res = result{outcome: ForceDeleted}
+	case isContextError(err):
+		res = result{outcome: DeleteFailed, err: &DeleteError{Pod: keyOf(pod), UID: pod.UID, Err: err}}
+	case apierrors.IsNotFound(err):
+		res = result{outcome: WasAlreadyGone}
+	case apierrors.IsConflict(err):
+		res = result{outcome: NameReused}
+	default:
+		res = result{outcome: DeleteFailed, err: &DeleteError{Pod: keyOf(pod), UID: pod.UID, Err: err}}
+	}
+	if res.err != nil {
 		k.log.Error(res.err, "force delete failed", podKeys(pod, v)...)
 	} else {
-		res = result{outcome: outcomeOf(deleteResult)}
 		k.log.Info("force-deleted pod", append(podKeys(pod, v), "outcome", res.outcome.String())...)
 	}
-	k.observeDelete(pod, v, res)
 	return res
 }
 
 // holdBack returns why the policy or the breaker keeps a dead pod, or "".
 func (k *check) holdBack(pod *corev1.Pod, v Verdict) string {
 	if optedOut(pod) {
-		return "opted out by annotation " + AnnotationForceDelete + "=" + ForceDeleteNever
+		return "opted out by annotation " + AnnotationForceDelete + "=" + forceDeleteNever
 	}
 	if !v.Fenced {
 		if why := k.policy.needsFencing(k.ctx, pod); why != "" && !fenced(pod, k.getEvidence()) {
@@ -350,39 +433,52 @@ func (k *check) holdBack(pod *corev1.Pod, v Verdict) string {
 	return ""
 }
 
-func (k *check) getEvidence() *Evidence {
+func (k *check) getEvidence() *evidence {
 	if k.evidence == nil {
-		k.evidence = newEvidence(k.ctx, k.nodes, k.now, k.memory.sightings)
+		k.evidence = &evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, now: k.now, sightings: k.memory.sightings}
 	}
 	return k.evidence
 }
 
-func (k *check) observeDelete(pod *corev1.Pod, v Verdict, res result) {
-	if k.observer == nil {
-		return
-	}
-	r := newPodReport(pod, v)
-	r.Outcome, r.Err = res.outcome, res.err
-	k.observer.ObserveForceDelete(k.ctx, pod, r)
+// objectRef names an object in logs the way Kubernetes' structured logging
+// does: "namespace/name" as text, {"name", "namespace"} as JSON.
+type objectRef struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
-func newPodReport(pod *corev1.Pod, v Verdict) PodReport {
-	return PodReport{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, NodeName: pod.Spec.NodeName, Verdict: v}
+func (r objectRef) String() string {
+	if r.Namespace == "" {
+		return r.Name
+	}
+	return r.Namespace + "/" + r.Name
+}
+
+// MarshalLog keeps logr sinks from printing the String form in JSON.
+func (r objectRef) MarshalLog() any {
+	type plain objectRef
+	return plain(r)
 }
 
 func podKeys(pod *corev1.Pod, v Verdict) []any {
-	return []any{"namespace", pod.Namespace, "name", pod.Name, "uid", string(pod.UID), "node", pod.Spec.NodeName, "rule", v.Rule, "reason", v.Reason}
+	return []any{
+		"pod", objectRef{Name: pod.Name, Namespace: pod.Namespace},
+		"uid", string(pod.UID),
+		"node", objectRef{Name: pod.Spec.NodeName},
+		"rule", v.Rule, "reason", v.Reason,
+	}
 }
 
-// validate rejects a list that cannot be judged safely, before anything is
-// deleted.
+func keyOf(pod *corev1.Pod) types.NamespacedName {
+	return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+}
+
+// validate rejects a list that cannot be judged, before anything is
+// deleted: a nil pod is a broken source (row D6).
 func validate(pods []*corev1.Pod) error {
 	for i, pod := range pods {
-		switch {
-		case pod == nil:
-			return &InvalidPodError{Index: i, Reason: "nil pod"}
-		case pod.Name == "":
-			return &InvalidPodError{Index: i, Reason: "pod has no name"}
+		if pod == nil {
+			return &ListError{Err: fmt.Errorf("the source returned a nil pod at index %d", i)}
 		}
 	}
 	return nil
@@ -391,4 +487,8 @@ func validate(pods []*corev1.Pod) error {
 // stopped wraps the error of an ended context (row D7).
 func stopped(err error) error {
 	return fmt.Errorf("podhealth: check stopped: %w", err)
+}
+
+func isContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

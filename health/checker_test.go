@@ -91,7 +91,7 @@ func TestDecisionTable(t *testing.T) {
 				require.ErrorIs(t, err, errInternal)
 				var de *health.DeleteError
 				require.ErrorAs(t, err, &de)
-				require.Equal(t, "c", de.Name)
+				require.Equal(t, "c", de.Pod.Name)
 				require.Equal(t, types.UID("uid-c"), de.UID)
 			}},
 		{row: "D5 two deletes fail: one typed error each",
@@ -106,7 +106,7 @@ func TestDecisionTable(t *testing.T) {
 					var de *health.DeleteError
 					require.ErrorAs(t, e, &de)
 					require.True(t, apierrors.IsTooManyRequests(e))
-					names = append(names, de.Name)
+					names = append(names, de.Pod.Name)
 				}
 				require.Equal(t, []string{"b", "c"}, names)
 			}},
@@ -205,7 +205,7 @@ func TestReportListsEveryPodWithVerdictAndOutcome(t *testing.T) {
 	}
 	var got []row
 	for _, p := range report.Pods {
-		got = append(got, row{p.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome, p.NodeName})
+		got = append(got, row{p.Pod.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome, p.Pod.Spec.NodeName})
 	}
 	want := []row{
 		{"alive", health.Alive, "", health.NoAction, "node-a"},
@@ -230,7 +230,7 @@ func TestLaggingSourceDeletesEachUIDOnce(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, report.Healthy)
 		for _, p := range report.Pods {
-			if p.Name == "dead" {
+			if p.Pod.Name == "dead" {
 				got = append(got, p.Outcome)
 			}
 		}
@@ -274,7 +274,7 @@ func TestSameNameReplacementIsLeftAlone(t *testing.T) {
 	report, err := newChecker(t, pods, health.Options{}).CheckReport(context.Background())
 	require.NoError(t, err)
 	require.Len(t, report.Pods, 1)
-	require.Equal(t, old.UID, report.Pods[0].UID)
+	require.Equal(t, old.UID, report.Pods[0].Pod.UID)
 	require.Equal(t, health.NameReused, report.Pods[0].Outcome)
 	require.False(t, report.Healthy, "D4: the only listed pod was dead")
 
@@ -337,7 +337,6 @@ func TestDryRunCallsNothingAndReportsWhatItWouldDo(t *testing.T) {
 
 	report, err := checker.CheckReport(context.Background())
 	require.NoError(t, err)
-	require.True(t, report.DryRun)
 	require.False(t, report.Healthy, "D4 as if the delete succeeded")
 	require.Equal(t, []health.Outcome{health.WouldForceDelete, health.NoAction}, outcomes(report))
 	require.Empty(t, source.Deletes())
@@ -355,10 +354,10 @@ func TestLoggerWritesOneStructuredLinePerForceDelete(t *testing.T) {
 	require.Error(t, err)
 
 	require.Len(t, logs, 2, "one line per force delete, none for alive pods: %q", logs)
-	for _, want := range []string{`"msg"="force-deleted pod"`, `"namespace"="ns"`, `"name"="b"`, `"uid"="uid-b"`, `"rule"="TaintEvicted"`, `"reason"=`, `"outcome"="ForceDeleted"`} {
+	for _, want := range []string{`"msg"="force-deleted pod"`, `"pod"={"name"="b" "namespace"="ns"}`, `"uid"="uid-b"`, `"rule"="TaintEvicted"`, `"reason"=`, `"outcome"="ForceDeleted"`} {
 		require.Contains(t, logs[0], want)
 	}
-	for _, want := range []string{`"msg"="force delete failed"`, `"name"="c"`, `"uid"="uid-c"`, `"error"=`} {
+	for _, want := range []string{`"msg"="force delete failed"`, `"pod"={"name"="c" "namespace"="ns"}`, `"uid"="uid-c"`, `"error"=`} {
 		require.Contains(t, logs[1], want)
 	}
 }
@@ -368,12 +367,15 @@ type recordingObserver struct {
 	calls []string
 }
 
-func (o *recordingObserver) ObserveDecision(context.Context, *corev1.Pod, health.PodReport) {}
-
-func (o *recordingObserver) ObserveForceDelete(_ context.Context, pod *corev1.Pod, r health.PodReport) {
+// Observe records the pods that reached a force delete (or would have).
+func (o *recordingObserver) Observe(_ context.Context, r health.PodReport) {
+	switch r.Outcome {
+	case health.NoAction, health.DeletedEarlier, health.BlockedByFinalizers, health.HeldBack, health.NotAttempted:
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.calls = append(o.calls, pod.Name+":"+r.Outcome.String())
+	o.calls = append(o.calls, r.Pod.Name+":"+r.Outcome.String())
 }
 
 func (o *recordingObserver) seen() []string {
@@ -402,28 +404,27 @@ func TestBadInputGetsAClearErrorAndDeletesNothing(t *testing.T) {
 		list    []*corev1.Pod
 		wantErr func(t *testing.T, err error)
 	}{
-		{"nil pod", []*corev1.Pod{taintEvicted("dead"), nil}, func(t *testing.T, err error) {
-			var ie *health.InvalidPodError
-			require.ErrorAs(t, err, &ie)
-			require.Equal(t, 1, ie.Index)
+		{"nil pod is a broken source", []*corev1.Pod{taintEvicted("dead"), nil}, func(t *testing.T, err error) {
+			var le *health.ListError
+			require.ErrorAs(t, err, &le)
+			require.ErrorContains(t, err, "nil pod at index 1")
 		}},
-		{"pod without a name", []*corev1.Pod{taintEvicted("dead"), {}}, func(t *testing.T, err error) {
-			var ie *health.InvalidPodError
-			require.ErrorAs(t, err, &ie)
+		{"dead pod without a name is never deleted", []*corev1.Pod{newPod("alive"), taintEvicted("")}, func(t *testing.T, err error) {
+			require.ErrorIs(t, err, health.ErrUnidentifiedPod)
 		}},
 		{"dead pod without a UID is never deleted", []*corev1.Pod{newPod("alive"), noUID}, func(t *testing.T, err error) {
-			require.ErrorIs(t, err, health.ErrMissingUID)
+			require.ErrorIs(t, err, health.ErrUnidentifiedPod)
 			var de *health.DeleteError
 			require.ErrorAs(t, err, &de)
-			require.Equal(t, "no-uid", de.Name)
+			require.Equal(t, "no-uid", de.Pod.Name)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			deletes := 0
-			deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) (health.DeleteResult, error) {
+			deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error {
 				deletes++
-				return health.Deleted, nil
+				return nil
 			})
 			source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return tt.list, nil })
 			checker, err := health.New(source, deleter, health.Options{})
@@ -445,16 +446,6 @@ func TestNewRejectsMissingDependencies(t *testing.T) {
 	require.ErrorContains(t, err, "nil Deleter")
 }
 
-func TestDeleterReturningAnUnknownResultIsAFailure(t *testing.T) {
-	source := fake.New(fake.Options{}, newPod("alive"), taintEvicted("dead"))
-	deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) (health.DeleteResult, error) { return 0, nil })
-	checker, err := health.New(source, deleter, health.Options{})
-	require.NoError(t, err)
-	healthy, err := checker.Check(context.Background())
-	require.False(t, healthy)
-	require.ErrorContains(t, err, "unknown result")
-}
-
 func TestCheckNeverMutatesListedPods(t *testing.T) {
 	listed := []*corev1.Pod{newPod("alive"), taintEvicted("dead"), drained("drained"), newPod("held", deleting, disruption("DeletionByTaintManager"), finalizer("x"))}
 	before := make([]*corev1.Pod, len(listed))
@@ -462,7 +453,7 @@ func TestCheckNeverMutatesListedPods(t *testing.T) {
 		before[i] = p.DeepCopy()
 	}
 	source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return listed, nil })
-	deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) (health.DeleteResult, error) { return health.Deleted, nil })
+	deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error { return nil })
 	checker, err := health.New(source, deleter, health.Options{DryRun: false})
 	require.NoError(t, err)
 	for range 2 {
@@ -523,10 +514,10 @@ func TestCheckersSharingAMemoryDeleteOnce(t *testing.T) {
 func TestConcurrentWaiterGivesUpWithItsContext(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
-	deleter := health.DeleterFunc(func(ctx context.Context, p *corev1.Pod) (health.DeleteResult, error) {
+	deleter := health.DeleterFunc(func(ctx context.Context, p *corev1.Pod) error {
 		close(entered)
 		<-release
-		return health.Deleted, nil
+		return nil
 	})
 	source := fake.New(fake.Options{}, newPod("alive"), taintEvicted("dead"))
 	checker, err := health.New(source, deleter, health.Options{})
@@ -555,8 +546,8 @@ func TestZeroLoggerDiscards(t *testing.T) {
 }
 
 func TestErrorMessagesNameThePod(t *testing.T) {
-	err := &health.DeleteError{Namespace: "ns", Name: "p", UID: "u", Err: errors.New("boom")}
-	require.True(t, strings.Contains(err.Error(), "ns/p") && strings.Contains(err.Error(), "uid u") && strings.Contains(err.Error(), "boom"), err.Error())
+	err := &health.DeleteError{Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, UID: "u", Err: errors.New("boom")}
+	require.True(t, strings.Contains(err.Error(), "ns/p") && strings.Contains(err.Error(), `uid "u"`) && strings.Contains(err.Error(), "boom"), err.Error())
 }
 
 // A rule that declares no facts is asked about every pod, also running

@@ -111,7 +111,7 @@ func TestConcurrentChecksAndMutationsStaySafe(t *testing.T) {
 	for w := range workloads {
 		for range checkersPerWorkld {
 			// Each checker's deleter checks the pod as the checker listed it.
-			deleter := health.DeleterFunc(func(ctx context.Context, pod *corev1.Pod) (health.DeleteResult, error) {
+			deleter := health.DeleterFunc(func(ctx context.Context, pod *corev1.Pod) error {
 				if s := wantState(pod); s != health.Dead {
 					logs[w].violate("the Deleter got pod %s (uid %s), which is %v", pod.Name, pod.UID, s)
 				}

@@ -49,10 +49,18 @@
 //
 // In D5 every dead pod is still attempted; each *DeleteError unwraps to the
 // Deleter's own error, so errors.Is, errors.As and apierrors.IsXxx reach it.
-// In D7 a context that is done before the check lists nothing; one that
-// ends between force deletes leaves the remaining dead pods NotAttempted.
-// A source that returns a nil or nameless pod fails the check with an
-// *InvalidPodError, and nothing is deleted.
+// A dead pod without a name or a UID is judged like any other, but its force
+// delete is refused (a *DeleteError wrapping ErrUnidentifiedPod): without a
+// UID precondition it could hit a newer pod. In D7 a context that is done
+// before the check lists nothing; one that ends between force deletes leaves
+// the remaining dead pods NotAttempted. A source that returns a nil pod
+// fails the check with a *ListError (D6), and nothing is deleted.
+//
+// # The pipeline
+//
+// Each listed pod goes Pod → Verdict (the first rule with an opinion) →
+// Outcome (what the Checker did) → PodReport, which is built once per pod
+// and check and handed to the Report (CheckReport) and the Observer.
 //
 // # Evidence before force
 //
@@ -62,7 +70,7 @@
 // back (Outcome HeldBack, with PodReport.HeldBack saying why) when:
 //
 //   - it carries the annotation podhealth.io/force-delete=never;
-//   - the Policy says it needs fencing evidence (by default: owned by a
+//   - Options.Fencing says it needs fencing evidence (by default: owned by a
 //     StatefulSet, or mounting a ReadWriteOnce or ReadWriteOncePod claim)
 //     and neither its verdict nor its node shows that its containers cannot
 //     run: the node is gone, or not Ready with the
@@ -73,10 +81,11 @@
 //   - the DeleteBudget of force deletes per window is spent; Report.RetryAfter
 //     says when to check again.
 //
-// Node evidence comes through the optional NodeGetter (Options.NodeEvidence).
-// The node-aware rules NodeGone, OutOfService and TerminatingTooLong use it
-// to call terminating pods dead; without it they have no opinion, and pods
-// that need fencing are held back.
+// Node evidence comes through the optional Options.Nodes (a node cache) and
+// Options.LiveNodes (a live read, the only proof that a node is gone). The
+// node-aware rules NodeGone, OutOfService and TerminatingTooLong use it to
+// call terminating pods dead; without it they have no opinion, and pods that
+// need fencing are held back.
 //
 // # Stale caches
 //

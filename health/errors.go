@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ListError is returned when the PodSource fails (decision table row D6).
-// It unwraps to the source's error.
+// ListError is returned when the PodSource fails, or hands out a nil pod
+// (decision table row D6). It unwraps to the source's error.
 type ListError struct {
 	Err error
 }
@@ -16,35 +16,23 @@ type ListError struct {
 func (e *ListError) Error() string { return "podhealth: listing pods: " + e.Err.Error() }
 func (e *ListError) Unwrap() error { return e.Err }
 
-// InvalidPodError is returned when the PodSource hands out a pod that cannot
-// be judged safely: a nil pod, or a pod without a name. Nothing is deleted
-// in a check that meets one.
-type InvalidPodError struct {
-	Index  int // position in the list
-	Reason string
-}
-
-func (e *InvalidPodError) Error() string {
-	return fmt.Sprintf("podhealth: invalid pod at index %d: %s", e.Index, e.Reason)
-}
-
-// DeleteError is the error of one dead pod whose force delete failed (row
-// D5). It unwraps to the Deleter's own error, so errors.Is, errors.As and
-// apierrors.IsXxx reach it.
+// DeleteError is the error of one dead pod whose force delete failed or was
+// refused (row D5). It unwraps to the Deleter's own error, so errors.Is,
+// errors.As and apierrors.IsXxx reach it, or to ErrUnidentifiedPod.
 type DeleteError struct {
-	Namespace string
-	Name      string
-	UID       types.UID
-	Err       error
+	Pod types.NamespacedName
+	UID types.UID
+	Err error
 }
 
 func (e *DeleteError) Error() string {
-	return fmt.Sprintf("podhealth: force-deleting pod %s/%s (uid %s): %v", e.Namespace, e.Name, e.UID, e.Err)
+	return fmt.Sprintf("podhealth: force-deleting pod %s (uid %q): %v", e.Pod, e.UID, e.Err)
 }
 
 func (e *DeleteError) Unwrap() error { return e.Err }
 
-// ErrMissingUID is the DeleteError.Err of a dead pod without a UID: without
-// a UID precondition the delete could hit a newer pod of the same name, so
-// it is not sent.
-var ErrMissingUID = errors.New("pod has no UID; refusing to delete without a UID precondition")
+// ErrUnidentifiedPod is the DeleteError.Err of a dead pod without a name or
+// a UID: such a delete could hit another pod (a newer one of the same
+// name), so it is not sent. Such pods are judged like any other; only their
+// force delete is refused.
+var ErrUnidentifiedPod = errors.New("pod has no name or no UID; refusing to force-delete it without a UID precondition")

@@ -41,10 +41,10 @@ func taint(key string) nodeOption {
 }
 
 func zone(z string) nodeOption {
-	return func(n *corev1.Node) { n.Labels = map[string]string{health.LabelZone: z} }
+	return func(n *corev1.Node) { n.Labels = map[string]string{corev1.LabelTopologyZone: z} }
 }
 
-var outOfService = taint(health.TaintOutOfService)
+var outOfService = taint(corev1.TaintNodeOutOfService)
 
 func ownedByStatefulSet(p *corev1.Pod) {
 	p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts-uid"})
@@ -84,7 +84,7 @@ type podOutcome struct {
 func podOutcomes(r health.Report) []podOutcome {
 	var out []podOutcome
 	for _, p := range r.Pods {
-		out = append(out, podOutcome{p.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome, p.HeldBack != ""})
+		out = append(out, podOutcome{p.Pod.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome, p.HeldBack != ""})
 	}
 	return out
 }
@@ -136,54 +136,37 @@ func TestNodeAwareRules(t *testing.T) {
 			if tt.cacheErr != nil {
 				cache.FailWith(tt.cacheErr)
 			}
-			evidence := health.NodeEvidence{Nodes: cache}
+			opts := health.Options{Nodes: cache}
 			if tt.live != nil {
-				evidence.Live = fake.NewNodes(tt.live...)
+				opts.LiveNodes = fake.NewNodes(tt.live...)
 			}
 			if tt.noNodes {
-				evidence = health.NodeEvidence{}
+				opts = health.Options{}
 			}
 			pods := fake.New(fake.Options{}, tt.pod)
-			report, err := newChecker(t, pods, health.Options{NodeEvidence: evidence}).CheckReport(context.Background())
+			report, err := newChecker(t, pods, opts).CheckReport(context.Background())
 			require.NoError(t, err)
 			require.Empty(t, cmp.Diff([]podOutcome{tt.want}, podOutcomes(report)))
 		})
 	}
 }
 
-func TestNodeGoneWithoutLiveReadWaitsForConfirmation(t *testing.T) {
+// A cache alone never proves a node gone: it may lag, never have synced,
+// or be filtered. Without a live read, a node missing from it stays unknown
+// however long it is missing.
+func TestNodeMissingFromTheCacheIsNeverGoneWithoutALiveRead(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
 	pods := fake.New(fake.Options{}, newPod("p", onNode("gone"), deleting))
-	checker := newChecker(t, pods, health.Options{Clock: clk, NodeEvidence: health.NodeEvidence{Nodes: fake.NewNodes(), Confirmation: time.Minute}})
+	checker := newChecker(t, pods, health.Options{Clock: clk, Nodes: fake.NewNodes()})
 
 	var states []health.State
-	for _, step := range []time.Duration{0, 59 * time.Second, time.Second} {
+	for _, step := range []time.Duration{0, time.Minute, time.Hour} {
 		clk.SetTime(clk.Now().Add(step))
 		report, err := checker.CheckReport(context.Background())
 		require.NoError(t, err)
 		states = append(states, report.Pods[0].Verdict.State)
 	}
-	require.Equal(t, []health.State{health.Terminating, health.Terminating, health.Dead}, states)
-	require.Len(t, pods.Deletes(), 1)
-}
-
-func TestNodeThatComesBackResetsTheConfirmation(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
-	nodes := fake.NewNodes()
-	pods := fake.New(fake.Options{}, newPod("p", onNode("n1"), deleting))
-	checker := newChecker(t, pods, health.Options{Clock: clk, DryRun: false, NodeEvidence: health.NodeEvidence{Nodes: nodes, Confirmation: time.Minute}})
-
-	_, err := checker.Check(context.Background()) // first seen missing
-	require.NoError(t, err)
-	clk.SetTime(clk.Now().Add(50 * time.Second))
-	nodes.Set(newNode("n1", notReady)) // the cache catches up: it exists
-	_, err = checker.Check(context.Background())
-	require.NoError(t, err)
-	nodes.Delete("n1")
-	clk.SetTime(clk.Now().Add(30 * time.Second)) // 80 s after the first sighting, 30 s after the second
-	report, err := checker.CheckReport(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, health.Terminating, report.Pods[0].Verdict.State)
+	require.Equal(t, []health.State{health.Terminating, health.Terminating, health.Terminating}, states)
 	require.Empty(t, pods.Deletes())
 }
 
@@ -211,7 +194,7 @@ func TestTerminatingTooLongNeedsBothClocksAndANodeThatIsNotReady(t *testing.T) {
 			pod.DeletionTimestamp = &metav1.Time{Time: tt.deletionAt}
 			pods := fake.New(fake.Options{}, pod)
 			rules := health.Rules{health.TaintEvicted(), health.TerminatingTooLong(margin), health.GracefulDeletion()}
-			checker := newChecker(t, pods, health.Options{Clock: clk, Rules: rules, NodeEvidence: health.NodeEvidence{Nodes: fake.NewNodes(tt.node)}})
+			checker := newChecker(t, pods, health.Options{Clock: clk, Rules: rules, Nodes: fake.NewNodes(tt.node)})
 
 			_, err := checker.Check(context.Background()) // first sighting
 			require.NoError(t, err)
@@ -235,7 +218,7 @@ func TestPolicyForEachKindOfPod(t *testing.T) {
 		name       string
 		pod        *corev1.Pod
 		node       *corev1.Node
-		policy     health.Policy
+		policy     health.Options
 		wantDelete bool
 		wantWhy    string
 	}{
@@ -243,22 +226,24 @@ func TestPolicyForEachKindOfPod(t *testing.T) {
 		{name: "StatefulSet pod on an unreachable node is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet), node: lost, wantWhy: "StatefulSet db"},
 		{name: "StatefulSet pod on an out-of-service node goes", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet), node: fencedNode, wantDelete: true},
 		{name: "StatefulSet pod terminated by the kubelet goes: its containers stopped", pod: newPod("p", phase(corev1.PodFailed), disruption("TerminationByKubelet"), ownedByStatefulSet), node: lost, wantDelete: true},
-		{name: "ReadWriteOnce claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwo")), node: lost, policy: health.Policy{Claims: claims}, wantWhy: "single-writer claim rwo"},
-		{name: "ReadWriteOncePod claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwop")), node: lost, policy: health.Policy{Claims: claims}, wantWhy: "single-writer claim rwop"},
-		{name: "ReadWriteMany claim goes", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwx")), node: lost, policy: health.Policy{Claims: claims}, wantDelete: true},
+		{name: "ReadWriteOnce claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwo")), node: lost, policy: health.Options{Claims: claims}, wantWhy: "single-writer claim rwo"},
+		{name: "ReadWriteOncePod claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwop")), node: lost, policy: health.Options{Claims: claims}, wantWhy: "single-writer claim rwop"},
+		{name: "ReadWriteMany claim goes", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwx")), node: lost, policy: health.Options{Claims: claims}, wantDelete: true},
 		{name: "claim whose modes are unknown is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwx")), node: lost, wantWhy: "access modes are unknown"},
-		{name: "claim that cannot be read is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("missing")), node: lost, policy: health.Policy{Claims: claims}, wantWhy: "could not be read"},
+		{name: "claim that cannot be read is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("missing")), node: lost, policy: health.Options{Claims: claims}, wantWhy: "could not be read"},
 		{name: "single-writer ephemeral claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ephemeralRWO), node: lost, wantWhy: "ephemeral claim"},
-		{name: "FenceNever loosens the policy for a StatefulSet pod", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet), node: lost, policy: health.Policy{Fencing: health.FenceNever}, wantDelete: true},
-		{name: "FenceAlways tightens the policy for a stateless pod", pod: taintEvicted("p"), node: lost, policy: health.Policy{Fencing: health.FenceAlways}, wantWhy: "every pod"},
-		{name: "FenceAlways lets a stateless pod go on an out-of-service node", pod: taintEvicted("p"), node: fencedNode, policy: health.Policy{Fencing: health.FenceAlways}, wantDelete: true},
+		{name: "FenceNever loosens the policy for a StatefulSet pod", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet), node: lost, policy: health.Options{Fencing: health.FenceNever}, wantDelete: true},
+		{name: "FenceAlways tightens the policy for a stateless pod", pod: taintEvicted("p"), node: lost, policy: health.Options{Fencing: health.FenceAlways}, wantWhy: "every pod"},
+		{name: "FenceAlways lets a stateless pod go on an out-of-service node", pod: taintEvicted("p"), node: fencedNode, policy: health.Options{Fencing: health.FenceAlways}, wantDelete: true},
 		{name: "the opt-out annotation holds back even a stateless pod", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), annotated(health.AnnotationForceDelete, health.ForceDeleteNever)), node: fencedNode, wantWhy: "opted out"},
 		{name: "another annotation value does not opt out", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), annotated(health.AnnotationForceDelete, "sometimes")), node: lost, wantDelete: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pods := fake.New(fake.Options{}, newPod("alive", onNode("node-b")), tt.pod)
-			checker := newChecker(t, pods, health.Options{Policy: tt.policy, NodeEvidence: health.NodeEvidence{Nodes: fake.NewNodes(tt.node, newNode("node-b"))}})
+			opts := tt.policy
+			opts.Nodes = fake.NewNodes(tt.node, newNode("node-b"))
+			checker := newChecker(t, pods, opts)
 			report, err := checker.CheckReport(context.Background())
 			require.NoError(t, err)
 			require.True(t, report.Healthy, "a held-back pod counts in neither column")
@@ -390,10 +375,11 @@ type decisionLog struct {
 	decisions []string
 }
 
-func (d *decisionLog) ObserveDecision(_ context.Context, pod *corev1.Pod, r health.PodReport) {
+func (d *decisionLog) Observe(ctx context.Context, r health.PodReport) {
+	d.recordingObserver.Observe(ctx, r)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.decisions = append(d.decisions, fmt.Sprintf("%s:%s:%s", pod.Name, r.Verdict.State, r.Outcome))
+	d.decisions = append(d.decisions, fmt.Sprintf("%s:%s:%s", r.Pod.Name, r.Verdict.State, r.Outcome))
 }
 
 func TestObserverHearsEveryDecisionOncePerCheck(t *testing.T) {
@@ -408,15 +394,15 @@ func TestObserverHearsEveryDecisionOncePerCheck(t *testing.T) {
 
 func TestNewRejectsAnUnknownFencingPolicy(t *testing.T) {
 	pods := fake.New(fake.Options{})
-	_, err := health.New(pods, pods, health.Options{Policy: health.Policy{Fencing: 42}})
-	require.ErrorContains(t, err, "unknown Policy.Fencing")
+	_, err := health.New(pods, pods, health.Options{Fencing: 42})
+	require.ErrorContains(t, err, "unknown Options.Fencing")
 }
 
 func TestEvidenceLooksUpEachNodeOncePerCheck(t *testing.T) {
 	nodes := fake.NewNodes(newNode("n1", notReady))
 	pods := fake.New(fake.Options{},
 		newPod("a", onNode("n1"), deleting), newPod("b", onNode("n1"), deleting), newPod("c", onNode("n1"), deleting, disruption("EvictionByEvictionAPI")))
-	checker := newChecker(t, pods, health.Options{NodeEvidence: health.NodeEvidence{Nodes: nodes}})
+	checker := newChecker(t, pods, health.Options{Nodes: nodes})
 
 	_, err := checker.Check(context.Background())
 	require.NoError(t, err)

@@ -61,7 +61,7 @@ func ExampleChecker_CheckReport() {
 	report, err := checker.CheckReport(context.Background())
 	fmt.Println("healthy:", report.Healthy, "err:", err)
 	for _, p := range report.Pods {
-		fmt.Printf("%s: %s by %q, %s\n", p.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome)
+		fmt.Printf("%s: %s by %q, %s\n", p.Pod.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome)
 	}
 	// Output:
 	// healthy: false err: <nil>
@@ -75,7 +75,7 @@ func ExampleOptions_dryRun() {
 	checker, _ := health.New(pods, nil, health.Options{DryRun: true})
 
 	report, _ := checker.CheckReport(context.Background())
-	fmt.Println(report.Pods[0].Name, report.Pods[0].Outcome)
+	fmt.Println(report.Pods[0].Pod.Name, report.Pods[0].Outcome)
 	fmt.Println("deletes sent:", len(pods.Deletes()))
 	// Output:
 	// evicted WouldForceDelete
@@ -88,8 +88,12 @@ func ExampleFinishedPodIsDead() {
 	done := examplePod("job", "node-1", "")
 	done.Status.Phase = corev1.PodSucceeded
 
-	fmt.Println("default:", health.DefaultRules().Classify(done).State)
-	fmt.Println("opt-in: ", rules.Classify(done).State)
+	source := fake.New(fake.Options{}, done)
+	defaults, _ := health.New(source, source, health.Options{})
+	optIn, _ := health.New(source, source, health.Options{Rules: rules})
+	ctx := context.Background()
+	fmt.Println("default:", defaults.Classify(ctx, done).State)
+	fmt.Println("opt-in: ", optIn.Classify(ctx, done).State)
 	// Output:
 	// default: Finished
 	// opt-in:  Dead

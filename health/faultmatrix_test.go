@@ -177,7 +177,7 @@ func TestFaultMatrix(t *testing.T) {
 			var want, got []health.Outcome
 			for _, p := range report.Pods {
 				if p.Verdict.State != health.Dead {
-					require.Equal(t, health.NoAction, p.Outcome, "pod %s", p.Name)
+					require.Equal(t, health.NoAction, p.Outcome, "pod %s", p.Pod.Name)
 					continue
 				}
 				if cell.wantErr == d7 && len(got) > 0 {
@@ -204,8 +204,8 @@ func requireD5(t *testing.T, err error, fault matrixFault, dead int) {
 	for i, e := range joined.Unwrap() {
 		var de *health.DeleteError
 		require.ErrorAs(t, e, &de)
-		require.Equal(t, fmt.Sprintf("dead-%d", i+1), de.Name)
-		require.Equal(t, "uid-"+de.Name, string(de.UID))
+		require.Equal(t, fmt.Sprintf("dead-%d", i+1), de.Pod.Name)
+		require.Equal(t, "uid-"+de.Pod.Name, string(de.UID))
 		require.True(t, fault.is(de.Err), "DeleteError.Err is the injected error: %v", de.Err)
 	}
 	require.True(t, fault.is(err), "apierrors reaches the injected error through the join: %v", err)

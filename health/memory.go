@@ -9,16 +9,16 @@ import (
 
 // Default bounds of a Memory.
 const (
-	DefaultMemoryCapacity = 4096
-	DefaultMemoryTTL      = 10 * time.Minute
+	defaultMemoryCapacity = 4096
+	defaultMemoryTTL      = 10 * time.Minute
 )
 
 // MemoryOptions bound a Memory. The zero value means the defaults.
 type MemoryOptions struct {
 	// Capacity is the most UIDs remembered; the oldest is forgotten first.
-	// Zero means DefaultMemoryCapacity.
+	// Zero or less means 4,096.
 	Capacity int
-	// TTL is how long a UID is remembered. Zero means DefaultMemoryTTL.
+	// TTL is how long a UID is remembered. Zero or less means 10 minutes.
 	TTL time.Duration
 }
 
@@ -33,22 +33,25 @@ type MemoryOptions struct {
 // It also makes concurrent checks that meet the same dead pod send a single
 // DELETE: the later ones wait for the first one's result.
 //
-// Several Checkers may share one Memory (see Options.Memory), for example
-// checkers built per reconcile for the same workloads. A Memory is safe for
-// concurrent use.
+// Share one Memory between Checkers that see the same pods (see
+// Options.Memory), in particular between checkers built per reconcile:
+// a Checker with a Memory of its own forgets, when it is dropped, what it
+// deleted. A Memory is safe for concurrent use.
 type Memory struct {
 	capacity int
 	ttl      time.Duration
 
-	mu       sync.Mutex
-	deleted  map[types.UID]time.Time // UID -> when it expires
-	ring     []rememberedUID         // insertion order, oldest at head
-	head     int
-	size     int
-	inflight map[types.UID]*deleteCall
+	mu      sync.Mutex
+	deleted map[types.UID]time.Time // UID -> when it expires
+	ring    []rememberedUID         // insertion order, oldest at head
+	head    int
+	size    int
 
-	// sightings remembers when pods were first seen terminating and nodes
-	// first seen missing.
+	// inflight holds the force deletes in progress, so that concurrent
+	// checks send one DELETE per pod.
+	inflight inflight
+
+	// sightings remembers when pods were first seen terminating.
 	sightings *sightings
 }
 
@@ -57,58 +60,42 @@ type rememberedUID struct {
 	expires time.Time
 }
 
-// deleteCall is one force delete in progress; done closes when it ends.
-type deleteCall struct {
-	done chan struct{}
-	res  result
-}
-
-// NewMemory returns an empty Memory with the given bounds. Negative bounds
-// mean the defaults.
+// NewMemory returns an empty Memory with the given bounds.
 func NewMemory(opts MemoryOptions) *Memory {
 	if opts.Capacity <= 0 {
-		opts.Capacity = DefaultMemoryCapacity
+		opts.Capacity = defaultMemoryCapacity
 	}
 	if opts.TTL <= 0 {
-		opts.TTL = DefaultMemoryTTL
+		opts.TTL = defaultMemoryTTL
 	}
 	return &Memory{
 		capacity:  opts.Capacity,
 		ttl:       opts.TTL,
 		deleted:   make(map[types.UID]time.Time),
-		inflight:  make(map[types.UID]*deleteCall),
 		sightings: newSightings(opts.Capacity, opts.TTL),
 	}
 }
 
-// Len returns how many UIDs are remembered, expired ones included until they
+// len returns how many UIDs are remembered, expired ones included until they
 // are swept.
-func (m *Memory) Len() int {
+func (m *Memory) len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.size
 }
 
-// Remembers reports whether uid was force-deleted and has not expired at now.
-func (m *Memory) Remembers(uid types.UID, now time.Time) bool {
+// remembers reports whether uid was force-deleted and has not expired at now.
+func (m *Memory) remembers(uid types.UID, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.remembersLocked(uid, now)
-}
-
-func (m *Memory) remembersLocked(uid types.UID, now time.Time) bool {
 	expires, ok := m.deleted[uid]
 	return ok && now.Before(expires)
 }
 
-// Remember records that uid was force-deleted at now.
-func (m *Memory) Remember(uid types.UID, now time.Time) {
+// remember records that uid was force-deleted at now.
+func (m *Memory) remember(uid types.UID, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.rememberLocked(uid, now)
-}
-
-func (m *Memory) rememberLocked(uid types.UID, now time.Time) {
 	m.sweepLocked(now)
 	if m.ring == nil {
 		m.ring = make([]rememberedUID, m.capacity)
@@ -140,34 +127,4 @@ func (m *Memory) dropOldestLocked() {
 	m.ring[m.head] = rememberedUID{}
 	m.head = (m.head + 1) % m.capacity
 	m.size--
-}
-
-// finish ends the call; a delete that was sent and did not fail is
-// remembered at now.
-func (m *Memory) finish(uid types.UID, call *deleteCall, res result, now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	call.res = res
-	delete(m.inflight, uid)
-	if res.outcome.Removed() {
-		m.rememberLocked(uid, now)
-	}
-	close(call.done)
-}
-
-// claimUnlessRemembered reports whether uid was force-deleted already;
-// otherwise it returns the delete in flight for uid, or registers a new one
-// (owner=true) that the caller must end with finish.
-func (m *Memory) claimUnlessRemembered(uid types.UID, now time.Time) (remembered bool, call *deleteCall, owner bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.remembersLocked(uid, now) {
-		return true, nil, false
-	}
-	if call, ok := m.inflight[uid]; ok {
-		return false, call, false
-	}
-	call = &deleteCall{done: make(chan struct{})}
-	m.inflight[uid] = call
-	return false, call, true
 }

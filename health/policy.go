@@ -7,12 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// AnnotationForceDelete, set to ForceDeleteNever on a pod, opts that pod out:
-// a Checker never force-deletes it, whatever its verdict.
-const (
-	AnnotationForceDelete = "podhealth.io/force-delete"
-	ForceDeleteNever      = "never"
-)
+// AnnotationForceDelete, set to "never" on a pod, opts that pod out: a
+// Checker never force-deletes it, whatever its verdict.
+const AnnotationForceDelete = "podhealth.io/force-delete"
+
+// forceDeleteNever is the value of AnnotationForceDelete that opts out.
+const forceDeleteNever = "never"
 
 // Fencing says which pods need fencing evidence before a force delete:
 // proof that their containers cannot run any more (the node is gone, or out
@@ -54,19 +54,18 @@ type ClaimGetter interface {
 	GetClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
 }
 
-// Policy decides which dead pods may be force-deleted on the evidence at
-// hand. The zero value is the default: FenceStateful, and, with no
-// ClaimGetter, every pod that mounts a claim counts as stateful.
-type Policy struct {
-	Fencing Fencing
-	// Claims tells the access modes of the claims a pod mounts. Nil means
+// policy decides which dead pods may be force-deleted on the evidence at
+// hand (Options.Fencing and Options.Claims).
+type policy struct {
+	fencing Fencing
+	// claims tells the access modes of the claims a pod mounts. Nil means
 	// they are unknown, and a pod that mounts any claim needs fencing.
-	Claims ClaimGetter
+	claims ClaimGetter
 }
 
 // needsFencing returns why pod needs fencing evidence, or "" if it does not.
-func (p Policy) needsFencing(ctx context.Context, pod *corev1.Pod) string {
-	switch p.Fencing {
+func (p policy) needsFencing(ctx context.Context, pod *corev1.Pod) string {
+	switch p.fencing {
 	case FenceNever:
 		return ""
 	case FenceAlways:
@@ -93,13 +92,16 @@ func (p Policy) needsFencing(ctx context.Context, pod *corev1.Pod) string {
 	return ""
 }
 
-func (p Policy) claimNeedsFencing(ctx context.Context, namespace, name string) string {
-	if p.Claims == nil {
+func (p policy) claimNeedsFencing(ctx context.Context, namespace, name string) string {
+	if p.claims == nil {
 		return "mounts claim " + name + " whose access modes are unknown"
 	}
-	claim, err := p.Claims.GetClaim(ctx, namespace, name)
+	claim, err := p.claims.GetClaim(ctx, namespace, name)
 	if err != nil {
 		return fmt.Sprintf("mounts claim %s whose access modes could not be read: %v", name, err)
+	}
+	if claim == nil {
+		return "mounts claim " + name + " whose access modes are unknown (the claim getter returned nothing)"
 	}
 	modes := claim.Status.AccessModes
 	if len(modes) == 0 {
@@ -123,14 +125,11 @@ func single(modes []corev1.PersistentVolumeAccessMode) bool {
 
 // fenced reports whether the node evidence shows that pod's containers
 // cannot be running: its node is gone, or not Ready and out of service.
-func fenced(pod *corev1.Pod, ev *Evidence) bool {
-	node, gone, err := ev.Node(pod.Spec.NodeName)
-	if err != nil {
-		return false
-	}
-	return gone || (node != nil && !nodeReady(node) && hasTaint(node, TaintOutOfService))
+func fenced(pod *corev1.Pod, ev *evidence) bool {
+	node, gone, err := ev.node(pod.Spec.NodeName)
+	return err == nil && nodeFences(node, gone)
 }
 
 func optedOut(pod *corev1.Pod) bool {
-	return pod.Annotations[AnnotationForceDelete] == ForceDeleteNever
+	return pod.Annotations[AnnotationForceDelete] == forceDeleteNever
 }

@@ -1,93 +1,91 @@
 package health
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Rule is one named classification rule. It has one of two functions:
+// Rule is one named classification rule. Classify judges a pod and returns
+// ok=false when the rule has no opinion about it; it must not mutate the pod
+// and must be safe for concurrent use. A rule's Verdict.Fenced says that its
+// evidence alone shows the pod's containers cannot run any more; leave it
+// false unless that is certain.
 //
-//   - Classify judges from the pod alone;
-//   - WithEvidence may also look at the pod's node and at how long the pod
-//     has been terminating (see Evidence). A Checker consults it only for
-//     pods that are being deleted or are in a terminal phase; Rules.Classify,
-//     which has no evidence, skips it.
-//
-// Either returns ok=false when the rule has no opinion about the pod. It must
-// not mutate the pod and must be safe for concurrent use.
-//
-// When, if not zero, lists facts a pod must all have for the rule to have an
-// opinion; a pod that lacks one skips the rule without calling it. It lets
-// a check over many live pods skip most rules: the facts are read once per
-// pod. A rule that declares When must have no opinion about pods lacking
-// those facts.
+// The built-in rules also read cheap pod facts once per pod, to skip pods
+// they have no opinion about, and some read node evidence; a rule of the
+// caller's is asked about every pod that no earlier rule decided.
 type Rule struct {
-	Name         string
-	When         Facts
-	Classify     func(pod *corev1.Pod) (v Verdict, ok bool)
-	WithEvidence func(pod *corev1.Pod, ev *Evidence) (v Verdict, ok bool)
+	Name     string
+	Classify func(pod *corev1.Pod) (v Verdict, ok bool)
+
+	// when lists facts a pod must all have for the rule to have an
+	// opinion; a pod that lacks one skips the rule without calling it.
+	when facts
+	// withEvidence, set instead of Classify, may also read node evidence.
+	withEvidence func(pod *corev1.Pod, ev *evidence) (v Verdict, ok bool)
 }
 
-// Facts are cheap facts about a pod, as a bit set (see Rule.When).
-type Facts uint8
+// facts are cheap facts about a pod, as a bit set (see Rule.when).
+type facts uint8
 
 const (
-	// Deleting: the pod has a deletionTimestamp.
-	Deleting Facts = 1 << iota
-	// Terminal: the pod is in phase Succeeded or Failed.
-	Terminal
-	// Disrupted: the pod has a DisruptionTarget=True condition.
-	Disrupted
+	// deleting: the pod has a deletionTimestamp.
+	deleting facts = 1 << iota
+	// terminal: the pod is in phase Succeeded or Failed.
+	terminal
+	// disrupted: the pod has a DisruptionTarget=True condition.
+	disrupted
 )
 
-// FactsOf returns the facts that hold for pod.
-func FactsOf(pod *corev1.Pod) Facts {
-	var f Facts
+// factsOf returns the facts that hold for pod.
+func factsOf(pod *corev1.Pod) facts {
+	var f facts
 	if pod.DeletionTimestamp != nil {
-		f |= Deleting
+		f |= deleting
 	}
 	if isTerminalPhase(pod) {
-		f |= Terminal
+		f |= terminal
 	}
 	if disruptionTarget(pod) != nil {
-		f |= Disrupted
+		f |= disrupted
 	}
 	return f
 }
 
 // Rules is an ordered rule set: the first rule with an opinion decides. A pod
 // that no rule matches is Alive. Rules compose by concatenation, so a caller
-// can put its own rules before or after DefaultRules().
+// can put its own rules before or after DefaultRules(), or drop a built-in
+// rule by its Name.
 type Rules []Rule
 
-// Names of the built-in rules, as they appear in Verdict.Rule.
+// Names of the built-in rules, as they appear in Rule.Name and Verdict.Rule.
 const (
-	RuleTaintEvicted         = "TaintEvicted"
-	RuleTerminatedByKubelet  = "TerminatedByKubelet"
-	RuleGracefulDeletion     = "GracefulDeletion"
-	RuleFinishedPod          = "FinishedPod"
-	RuleFinishedPodIsDead    = "FinishedPodIsDead"
-	RuleStaleDisruptionAlive = "StaleDisruptionTarget"
+	ruleTaintEvicted          = "TaintEvicted"
+	ruleTerminatedByKubelet   = "TerminatedByKubelet"
+	ruleGracefulDeletion      = "GracefulDeletion"
+	ruleFinishedPod           = "FinishedPod"
+	ruleFinishedPodIsDead     = "FinishedPodIsDead"
+	ruleStaleDisruptionTarget = "StaleDisruptionTarget"
 )
 
-// Condition reasons set by Kubernetes on the DisruptionTarget condition.
-const (
-	ReasonDeletionByTaintManager = "DeletionByTaintManager"
-	ReasonTerminationByKubelet   = "TerminationByKubelet"
-)
+// reasonDeletionByTaintManager is the DisruptionTarget reason that the
+// taint-eviction controller sets; k8s.io/api has no constant for it.
+const reasonDeletionByTaintManager = "DeletionByTaintManager"
 
 // DefaultRules returns the default rule set. The rules are safe: they only
 // speed up a deletion that Kubernetes already decided, or remove a pod whose
-// containers already stopped. In order:
+// containers already stopped. In order, by Name:
 //
 //  1. TaintEvicted: deletionTimestamp set and DisruptionTarget=True with
 //     reason DeletionByTaintManager: Dead.
 //  2. TerminatedByKubelet: phase Failed and DisruptionTarget=True with reason
 //     TerminationByKubelet: Dead, with or without a deletionTimestamp.
-//  3. NodeGone, OutOfService and TerminatingTooLong(DefaultTerminatingMargin):
-//     a terminating pod whose node is confirmed gone, is out of service, or
-//     has not been Ready for the pod's grace period plus the margin: Dead.
-//     They need node evidence (Options.NodeEvidence); without it they have no
-//     opinion.
+//  3. NodeGone, OutOfService and TerminatingTooLong (with a margin of 5
+//     minutes): a terminating pod whose node is confirmed gone, is out of
+//     service, or has not been Ready for the pod's grace period plus the
+//     margin: Dead. They need node evidence (Options.Nodes); without it they
+//     have no opinion.
 //  4. GracefulDeletion: any other pod with a deletionTimestamp (a drain, a
 //     preemption, a user's delete): Terminating, never force-deleted.
 //  5. FinishedPod: any other pod in phase Succeeded or Failed: Finished.
@@ -98,29 +96,19 @@ const (
 // change.
 func DefaultRules() Rules {
 	return Rules{
-		TaintEvicted(), TerminatedByKubelet(),
-		NodeGone(), OutOfService(), TerminatingTooLong(DefaultTerminatingMargin),
-		GracefulDeletion(), FinishedPod(), StaleDisruptionTarget(),
+		taintEvicted(), terminatedByKubelet(),
+		nodeGone(), outOfService(), TerminatingTooLong(defaultTerminatingMargin),
+		gracefulDeletion(), finishedPod(), staleDisruptionTarget(),
 	}
 }
 
-// Classify returns the verdict of the first rule with an opinion, or Alive.
-// It judges from the pod alone: rules that need evidence are skipped. A nil
-// pod is judged by no rule: it gets an Alive verdict, which never leads to a
-// delete, with the reason "nil pod".
-func (rs Rules) Classify(pod *corev1.Pod) Verdict {
-	if pod == nil {
-		return Verdict{State: Alive, Reason: "nil pod"}
-	}
-	return rs.classify(pod, FactsOf(pod), nil)
-}
-
-// classify is Classify with the pod's facts already read and with evidence;
-// a nil ev skips the rules that need it.
-func (rs Rules) classify(pod *corev1.Pod, facts Facts, ev *Evidence) Verdict {
+// classify returns the verdict of the first rule with an opinion, or Alive.
+// The pod's facts are read already; a nil ev skips the rules that need
+// evidence.
+func (rs Rules) classify(pod *corev1.Pod, f facts, ev *evidence) Verdict {
 	for i := range rs {
 		r := &rs[i]
-		if r.When&^facts != 0 {
+		if r.when&^f != 0 {
 			continue
 		}
 		var v Verdict
@@ -128,8 +116,8 @@ func (rs Rules) classify(pod *corev1.Pod, facts Facts, ev *Evidence) Verdict {
 		switch {
 		case r.Classify != nil:
 			v, ok = r.Classify(pod)
-		case r.WithEvidence != nil && ev != nil:
-			v, ok = r.WithEvidence(pod, ev)
+		case r.withEvidence != nil && ev != nil:
+			v, ok = r.withEvidence(pod, ev)
 		}
 		if ok {
 			if v.Rule == "" {
@@ -148,7 +136,7 @@ var aliveByDefault = Verdict{State: Alive, Reason: "no rule matched"}
 // pod with none of the facts matches no rule.
 func (rs Rules) needFacts() bool {
 	for _, r := range rs {
-		if r.When == 0 {
+		if r.when == 0 {
 			return false
 		}
 	}
@@ -158,42 +146,52 @@ func (rs Rules) needFacts() bool {
 // needEvidence reports whether any rule needs evidence.
 func (rs Rules) needEvidence() bool {
 	for _, r := range rs {
-		if r.Classify == nil && r.WithEvidence != nil {
+		if r.Classify == nil && r.withEvidence != nil {
 			return true
 		}
 	}
 	return false
 }
 
-// TaintEvicted marks dead a pod that the taint-eviction controller is
+// validate rejects rules that could never be asked.
+func (rs Rules) validate() error {
+	for i, r := range rs {
+		if r.Classify == nil && r.withEvidence == nil {
+			return fmt.Errorf("rule %d (%q) has no Classify function", i, r.Name)
+		}
+	}
+	return nil
+}
+
+// taintEvicted marks dead a pod that the taint-eviction controller is
 // deleting: its node went away and the toleration ran out, so no kubelet will
 // ever confirm the graceful deletion.
-func TaintEvicted() Rule {
-	return Rule{Name: RuleTaintEvicted, When: Deleting | Disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
-		if pod.DeletionTimestamp == nil || !hasDisruptionTarget(pod, ReasonDeletionByTaintManager) {
+func taintEvicted() Rule {
+	return Rule{Name: ruleTaintEvicted, when: deleting | disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+		if pod.DeletionTimestamp == nil || !hasDisruptionTarget(pod, reasonDeletionByTaintManager) {
 			return Verdict{}, false
 		}
 		return Verdict{State: Dead, Reason: "deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager"}, true
 	}}
 }
 
-// TerminatedByKubelet marks dead a Failed pod that the kubelet terminated
+// terminatedByKubelet marks dead a Failed pod that the kubelet terminated
 // for a disruption (node shutdown, resource pressure): its containers are
 // gone already.
-func TerminatedByKubelet() Rule {
-	return Rule{Name: RuleTerminatedByKubelet, When: Terminal | Disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
-		if pod.Status.Phase != corev1.PodFailed || !hasDisruptionTarget(pod, ReasonTerminationByKubelet) {
+func terminatedByKubelet() Rule {
+	return Rule{Name: ruleTerminatedByKubelet, when: terminal | disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+		if pod.Status.Phase != corev1.PodFailed || !hasDisruptionTarget(pod, corev1.PodReasonTerminationByKubelet) {
 			return Verdict{}, false
 		}
 		return Verdict{State: Dead, Fenced: true, Reason: "phase Failed and DisruptionTarget=True reason TerminationByKubelet"}, true
 	}}
 }
 
-// GracefulDeletion marks terminating any pod that is being deleted. Put it
-// after the rules that recognise dead pods: on its own it protects every
-// graceful shutdown, such as a drain's.
-func GracefulDeletion() Rule {
-	return Rule{Name: RuleGracefulDeletion, When: Deleting, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+// gracefulDeletion marks terminating any pod that is being deleted. It
+// comes after the rules that recognise dead pods: on its own it protects
+// every graceful shutdown, such as a drain's.
+func gracefulDeletion() Rule {
+	return Rule{Name: ruleGracefulDeletion, when: deleting, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil {
 			return Verdict{}, false
 		}
@@ -205,10 +203,10 @@ func GracefulDeletion() Rule {
 	}}
 }
 
-// FinishedPod marks a pod in phase Succeeded or Failed as Finished: not
+// finishedPod marks a pod in phase Succeeded or Failed as Finished: not
 // alive, and left alone.
-func FinishedPod() Rule {
-	return Rule{Name: RuleFinishedPod, When: Terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+func finishedPod() Rule {
+	return Rule{Name: ruleFinishedPod, when: terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if !isTerminalPhase(pod) {
 			return Verdict{}, false
 		}
@@ -216,13 +214,14 @@ func FinishedPod() Rule {
 	}}
 }
 
-// FinishedPodIsDead is the opt-in rule that force-deletes pods in phase
-// Succeeded or Failed. Put it before GracefulDeletion or FinishedPod to take
-// effect; pods with a deletionTimestamp are left to GracefulDeletion:
+// FinishedPodIsDead is the opt-in rule, named FinishedPodIsDead, that
+// force-deletes pods in phase Succeeded or Failed. Put it before the default
+// rules to take effect; pods with a deletionTimestamp are left to
+// GracefulDeletion:
 //
 //	rules := append(health.Rules{health.FinishedPodIsDead()}, health.DefaultRules()...)
 func FinishedPodIsDead() Rule {
-	return Rule{Name: RuleFinishedPodIsDead, When: Terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: ruleFinishedPodIsDead, when: terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if !isTerminalPhase(pod) || pod.DeletionTimestamp != nil {
 			return Verdict{}, false
 		}
@@ -230,11 +229,11 @@ func FinishedPodIsDead() Rule {
 	}}
 }
 
-// StaleDisruptionTarget keeps alive a running pod that carries
+// staleDisruptionTarget keeps alive a running pod that carries
 // DisruptionTarget=True but no deletionTimestamp: the disruption was called
 // off or has not happened, and the condition may be stale.
-func StaleDisruptionTarget() Rule {
-	return Rule{Name: RuleStaleDisruptionAlive, When: Disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+func staleDisruptionTarget() Rule {
+	return Rule{Name: ruleStaleDisruptionTarget, when: disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if pod.DeletionTimestamp != nil || isTerminalPhase(pod) || disruptionTarget(pod) == nil {
 			return Verdict{}, false
 		}

@@ -21,13 +21,13 @@ func TestDefaultRulesClassify(t *testing.T) {
 		{"pending pod is alive", newPod("p", phase(corev1.PodPending)), health.Alive, ""},
 		{"taint-evicted and deleting is dead", taintEvicted("p"), health.Dead, health.RuleTaintEvicted},
 		{"taint-eviction condition without deletionTimestamp is alive: the condition can be stale",
-			newPod("p", disruption("DeletionByTaintManager")), health.Alive, health.RuleStaleDisruptionAlive},
+			newPod("p", disruption("DeletionByTaintManager")), health.Alive, health.RuleStaleDisruptionTarget},
 		{"failed and terminated by kubelet is dead without deletionTimestamp",
 			newPod("p", phase(corev1.PodFailed), disruption("TerminationByKubelet")), health.Dead, health.RuleTerminatedByKubelet},
 		{"failed, terminated by kubelet and deleting is dead",
 			newPod("p", phase(corev1.PodFailed), disruption("TerminationByKubelet"), deleting), health.Dead, health.RuleTerminatedByKubelet},
 		{"running with kubelet termination condition is alive: the condition can be stale",
-			newPod("p", disruption("TerminationByKubelet")), health.Alive, health.RuleStaleDisruptionAlive},
+			newPod("p", disruption("TerminationByKubelet")), health.Alive, health.RuleStaleDisruptionTarget},
 		{"drained pod is terminating, never dead", drained("p"), health.Terminating, health.RuleGracefulDeletion},
 		{"preempted pod is terminating", newPod("p", deleting, disruption("PreemptionByScheduler")), health.Terminating, health.RuleGracefulDeletion},
 		{"user-deleted pod is terminating", newPod("p", deleting), health.Terminating, health.RuleGracefulDeletion},
@@ -142,10 +142,10 @@ func TestRuleWhenSkipsPodsThatLackTheFacts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := 0
-			rule := health.Rule{Name: "Counting", When: tt.when, Classify: func(*corev1.Pod) (health.Verdict, bool) {
+			rule := health.WithWhen(health.Rule{Name: "Counting", Classify: func(*corev1.Pod) (health.Verdict, bool) {
 				calls++
 				return health.Verdict{}, false
-			}}
+			}}, tt.when)
 			health.Rules{rule}.Classify(tt.pod)
 			require.Equal(t, tt.wantCalls, calls)
 		})

@@ -62,7 +62,7 @@ var (
 		corev1.ConditionTrue, corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown, "", "true",
 	}
 	genReasons = []string{
-		health.ReasonDeletionByTaintManager, health.ReasonTerminationByKubelet, "EvictionByEvictionAPI", "PreemptionByScheduler",
+		health.ReasonDeletionByTaintManager, corev1.PodReasonTerminationByKubelet, "EvictionByEvictionAPI", "PreemptionByScheduler",
 		"garbage", "", "deletionbytaintmanager", "DeletionByTaintManager ", "\xff\xfe",
 	}
 	genPhases = []corev1.PodPhase{
@@ -184,7 +184,7 @@ func genPod(c chooser, i int) *corev1.Pod {
 		p.Status.Conditions = append(p.Status.Conditions, dt(health.ReasonDeletionByTaintManager))
 	case 1: // terminated by the kubelet
 		p.Status.Phase = corev1.PodFailed
-		p.Status.Conditions = append(p.Status.Conditions, dt(health.ReasonTerminationByKubelet))
+		p.Status.Conditions = append(p.Status.Conditions, dt(corev1.PodReasonTerminationByKubelet))
 	case 2: // drained or preempted
 		p.Status.Phase = corev1.PodRunning
 		setDeleting(c, p)
@@ -293,7 +293,7 @@ func wantState(p *corev1.Pod) health.State {
 	switch {
 	case p.DeletionTimestamp != nil && disruptedFor(health.ReasonDeletionByTaintManager):
 		return health.Dead
-	case p.Status.Phase == corev1.PodFailed && disruptedFor(health.ReasonTerminationByKubelet):
+	case p.Status.Phase == corev1.PodFailed && disruptedFor(corev1.PodReasonTerminationByKubelet):
 		return health.Dead
 	case p.DeletionTimestamp != nil:
 		return health.Terminating
@@ -486,11 +486,11 @@ func (s snapshot) requireSameJSON(t testing.TB, pods []*corev1.Pod) {
 	require.True(t, bytes.Equal(s.json, after), "the JSON of the listed pods changed:\nbefore %s\nafter  %s", s.json, after)
 }
 
-// validList reports whether a check may judge the list: no nil pod and no
-// nameless pod.
+// validList reports whether a check may judge the list: no nil pod.
+// Nameless and UID-less pods are judged like any other.
 func validList(pods []*corev1.Pod) bool {
 	for _, p := range pods {
-		if p == nil || p.Name == "" {
+		if p == nil {
 			return false
 		}
 	}
@@ -510,8 +510,8 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, o outcome, withReport
 	}
 
 	if !validList(listed) {
-		require.False(t, o.healthy, "a list with a nil or nameless pod is never healthy")
-		var invalid *health.InvalidPodError
+		require.False(t, o.healthy, "a list with a nil pod is never healthy")
+		var invalid *health.ListError
 		require.ErrorAs(t, o.err, &invalid)
 		require.Empty(t, o.calls, "nothing is deleted when the list is invalid")
 		return
@@ -555,8 +555,9 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, o outcome, withReport
 			case stopped:
 				want = health.NotAttempted
 				require.False(t, sent, "pod %s was deleted after the context ended", p.Name)
-			case p.UID == "":
+			case p.UID == "" || p.Name == "":
 				want = health.DeleteFailed
+				require.False(t, sent, "pod %q without a name or UID was deleted", p.Name)
 			case removedBefore[p.UID]:
 				want = health.DeletedEarlier
 				if len(p.Finalizers) > 0 {
@@ -577,10 +578,7 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, o outcome, withReport
 		if withReport {
 			require.Len(t, o.report.Pods, len(listed))
 			got := o.report.Pods[i]
-			require.Equal(t, p.Name, got.Name)
-			require.Equal(t, p.UID, got.UID)
-			require.Equal(t, p.Namespace, got.Namespace)
-			require.Equal(t, p.Spec.NodeName, got.NodeName)
+			require.Same(t, p, got.Pod, "the report holds the listed pod itself")
 			require.Equal(t, state, got.Verdict.State, "verdict of pod %s: %+v", p.Name, got.Verdict)
 			require.Equal(t, want, got.Outcome, "outcome of pod %s (%v)", p.Name, state)
 			require.Equal(t, want == health.DeleteFailed, got.Err != nil, "pod %s: outcome %v with error %v", p.Name, got.Outcome, got.Err)
@@ -608,7 +606,7 @@ func killedByKubelet(p *corev1.Pod) bool {
 		return false
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == health.ReasonTerminationByKubelet {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonTerminationByKubelet {
 			return true
 		}
 	}
@@ -621,23 +619,21 @@ type summary struct {
 	Healthy bool
 	Failed  bool
 	Sent    []types.UID
-	Pods    map[string]podSummary
-}
-
-type podSummary struct {
-	State   health.State
-	Outcome health.Outcome
+	// Pods holds "name/uid: state outcome" per pod, sorted: pods may share
+	// a name and a UID (both empty), so a map would keep only one.
+	Pods []string
 }
 
 func summarize(o outcome) summary {
-	s := summary{Healthy: o.healthy, Failed: o.err != nil, Pods: map[string]podSummary{}}
+	s := summary{Healthy: o.healthy, Failed: o.err != nil}
 	for _, c := range o.calls {
 		s.Sent = append(s.Sent, c.UID)
 	}
 	slices.Sort(s.Sent)
 	for _, p := range o.report.Pods {
-		s.Pods[p.Name] = podSummary{p.Verdict.State, p.Outcome}
+		s.Pods = append(s.Pods, fmt.Sprintf("%s/%s: %v %v", p.Pod.Name, p.Pod.UID, p.Verdict.State, p.Outcome))
 	}
+	slices.Sort(s.Pods)
 	return s
 }
 
@@ -687,7 +683,7 @@ func requireChecks(t testing.TB, sc scenario, withReport bool) {
 	}
 	var wantRetried, gotRetried []types.UID
 	for _, p := range sc.pods {
-		if p.UID != "" && wantState(p) == health.Dead && !wantHeldBack(p) && !slices.ContainsFunc(first.calls, func(c fake.DeleteCall) bool {
+		if p.UID != "" && p.Name != "" && wantState(p) == health.Dead && !wantHeldBack(p) && !slices.ContainsFunc(first.calls, func(c fake.DeleteCall) bool {
 			return c.UID == p.UID && countsAsDeleted(c.Err)
 		}) {
 			wantRetried = append(wantRetried, p.UID)

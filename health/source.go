@@ -2,10 +2,8 @@ package health
 
 import (
 	"context"
-	"errors"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // PodSource lists the current pods of one workload.
@@ -20,7 +18,8 @@ import (
 // instead, as informer caches do.
 //
 // ListPods must return an error that wraps ctx.Err() when ctx is already done.
-// Implementations must be safe for concurrent use.
+// Implementations must be safe for concurrent use. Package podsource states
+// the full contract and checks an implementation against it.
 type PodSource interface {
 	ListPods(ctx context.Context) ([]*corev1.Pod, error)
 }
@@ -33,74 +32,23 @@ func (f PodSourceFunc) ListPods(ctx context.Context) ([]*corev1.Pod, error) { re
 
 // Deleter force-deletes one pod.
 //
-// ForceDelete must delete with a grace period of 0 and with a precondition
-// on pod.UID, so that a newer pod that has taken the same name is never hit.
-// It must not mutate pod. It reports how the delete ended:
+// ForceDelete must send one delete with a grace period of 0 and a
+// precondition on pod.UID, so that a newer pod that has taken the same name
+// is never hit, and return the API server's answer as the error, wrapped
+// with %w if at all, so that apierrors.IsXxx still reaches it. The Checker
+// reads that answer the way controller-runtime users do:
 //
-//   - Deleted: the API server accepted the delete.
-//   - AlreadyGone: the pod did not exist any more (NotFound).
-//   - UIDMismatch: the name now belongs to a pod with another UID
-//     (the UID precondition failed with Conflict); that pod was left alone.
+//   - nil: the pod was deleted (outcome ForceDeleted);
+//   - NotFound: the pod no longer existed (WasAlreadyGone);
+//   - Conflict: the UID precondition failed because a newer pod holds the
+//     name; that pod was left alone (NameReused);
+//   - anything else: the delete failed (DeleteFailed), and the next check
+//     tries again.
 //
-// All three count as deleted. Any other failure is returned as an error,
-// with the result undefined. ClassifyDeleteError maps an API error to this
-// contract. Implementations must be safe for concurrent use.
+// ForceDelete must not mutate pod, must return an error wrapping ctx.Err()
+// without sending anything when ctx is already done, and must be safe for
+// concurrent use. podsource.TestDeleter checks an implementation against
+// this contract.
 type Deleter interface {
-	ForceDelete(ctx context.Context, pod *corev1.Pod) (DeleteResult, error)
-}
-
-// DeleterFunc adapts a function to a Deleter.
-type DeleterFunc func(ctx context.Context, pod *corev1.Pod) (DeleteResult, error)
-
-// ForceDelete calls f(ctx, pod).
-func (f DeleterFunc) ForceDelete(ctx context.Context, pod *corev1.Pod) (DeleteResult, error) {
-	return f(ctx, pod)
-}
-
-// DeleteResult says how a force delete that did not fail ended.
-type DeleteResult int
-
-const (
-	// Deleted means the API server accepted the delete.
-	Deleted DeleteResult = iota + 1
-	// AlreadyGone means the pod no longer existed (NotFound).
-	AlreadyGone
-	// UIDMismatch means the name belongs to a newer pod now: the UID
-	// precondition failed (Conflict) and that pod was left alone.
-	UIDMismatch
-)
-
-func (r DeleteResult) String() string {
-	switch r {
-	case Deleted:
-		return "Deleted"
-	case AlreadyGone:
-		return "AlreadyGone"
-	case UIDMismatch:
-		return "UIDMismatch"
-	default:
-		return "DeleteResult(?)"
-	}
-}
-
-// ClassifyDeleteError maps the error of a DELETE sent with a UID
-// precondition to a Deleter's result: nil is Deleted, NotFound is
-// AlreadyGone, Conflict is UIDMismatch (a DELETE whose only precondition is
-// the UID can conflict for no other reason). Any other error is returned
-// unchanged, so that apierrors.IsXxx and errors.Is still reach it.
-func ClassifyDeleteError(err error) (DeleteResult, error) {
-	switch {
-	case err == nil:
-		return Deleted, nil
-	case apierrors.IsNotFound(err):
-		return AlreadyGone, nil
-	case apierrors.IsConflict(err) && !isContextError(err):
-		return UIDMismatch, nil
-	default:
-		return 0, err
-	}
-}
-
-func isContextError(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	ForceDelete(ctx context.Context, pod *corev1.Pod) error
 }

@@ -16,32 +16,26 @@ const (
 	Dead
 )
 
+var stateNames = [...]string{Alive: "Alive", Terminating: "Terminating", Finished: "Finished", Dead: "Dead"}
+
 func (s State) String() string {
-	switch s {
-	case Alive:
-		return "Alive"
-	case Terminating:
-		return "Terminating"
-	case Finished:
-		return "Finished"
-	case Dead:
-		return "Dead"
-	default:
+	if s < 0 || int(s) >= len(stateNames) {
 		return "State(?)"
 	}
+	return stateNames[s]
 }
 
 // Verdict is the classification of one pod.
 type Verdict struct {
 	State State
 	// Rule names the rule that decided; empty when no rule matched and the
-	// pod is alive by default.
+	// pod is alive by default. DefaultRules lists the built-in names.
 	Rule string
 	// Reason is the evidence the rule saw, for logs, events and reports.
 	Reason string
 	// Fenced is true when the evidence shows the pod's containers cannot be
 	// running any more: they stopped, or the node is gone or powered off.
-	// Pods that need fencing (see Policy) are force-deleted only on such a
+	// Pods that need fencing (see Fencing) are force-deleted only on such a
 	// verdict or on such node evidence.
 	Fenced bool
 }

@@ -116,7 +116,7 @@ func (s *story) check(ctx context.Context) error {
 		if p.Verdict.Rule != "" {
 			verdict += " (" + p.Verdict.Rule + ")"
 		}
-		fmt.Fprintf(w, "   %s\t%s\t%s\t%s\n", p.Name, p.NodeName, verdict, p.Outcome)
+		fmt.Fprintf(w, "   %s\t%s\t%s\t%s\n", p.Pod.Name, p.Pod.Spec.NodeName, verdict, p.Outcome)
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/podhealth/podhealth/health"
@@ -99,7 +100,9 @@ type controller struct {
 	log      logr.Logger
 	queue    workqueue.TypedRateLimitingInterface[string]
 	checkers map[string]*health.Checker
-	rules    health.Rules
+	// deadPods enqueues a workload as soon as one of its pods dies, judged
+	// by the same rules and evidence as the workloads' checkers.
+	deadPods cache.ResourceEventHandler
 	expect   *expectations
 }
 
@@ -133,7 +136,6 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "podhealth-workloads", Clock: cfg.Clock},
 		),
 		checkers: make(map[string]*health.Checker, len(cfg.Workloads)),
-		rules:    health.DefaultRules(),
 		expect:   newExpectations(defaultExpectationTimeout, cfg.Clock.Now),
 	}
 	memory := health.NewMemory(health.MemoryOptions{})
@@ -151,7 +153,6 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 			DryRun:   cfg.DryRun,
 			Logger:   log.WithValues("workload", w),
 			Clock:    cfg.Clock,
-			Rules:    c.rules,
 			Budget:   budget,
 			Memory:   memory,
 			Observer: observer,
@@ -160,6 +161,18 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 			return nil, err
 		}
 		c.checkers[w] = checker
+		if c.deadPods == nil {
+			// Every workload's checker has the same rules and evidence.
+			c.deadPods, err = kube.DeadPodHandler(checker, func(pod *corev1.Pod) {
+				if w, ok := c.workloadOf(pod); ok {
+					c.log.Info("pod died with its node", "workload", w, "pod", klog.KObj(pod), "node", klog.KRef("", pod.Spec.NodeName))
+					c.queue.Add(w)
+				}
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
 	}
 	return c, nil
 }
@@ -173,12 +186,7 @@ func workloadSelector(workload string) labels.Selector {
 // enqueues it on any change to its pods.
 func (c *controller) eventHandlers() []cache.ResourceEventHandler {
 	return []cache.ResourceEventHandler{
-		kube.DeadPodHandler(c.rules, func(pod *corev1.Pod) {
-			if w, ok := c.workloadOf(pod); ok {
-				c.log.Info("pod died with its node", "workload", w, "namespace", pod.Namespace, "name", pod.Name, "node", pod.Spec.NodeName)
-				c.queue.Add(w)
-			}
-		}),
+		c.deadPods,
 		cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				pod, ok := kube.PodFromObject(obj)

@@ -31,15 +31,15 @@ func TestMetricsCountDecisionsAndForceDeletes(t *testing.T) {
 		want   float64
 	}{
 		{[]string{"Alive", "", "NoAction"}, 2},
-		{[]string{"Dead", health.RuleTaintEvicted, "ForceDeleted"}, 1},
-		{[]string{"Dead", health.RuleTaintEvicted, "DeletedEarlier"}, 1}, // the lagging second list
-		{[]string{"Dead", health.RuleTaintEvicted, "HeldBack"}, 2},       // the StatefulSet pod, twice
-		{[]string{"Terminating", health.RuleGracefulDeletion, "NoAction"}, 2},
+		{[]string{"Dead", "TaintEvicted", "ForceDeleted"}, 1},
+		{[]string{"Dead", "TaintEvicted", "DeletedEarlier"}, 1}, // the lagging second list
+		{[]string{"Dead", "TaintEvicted", "HeldBack"}, 2},       // the StatefulSet pod, twice
+		{[]string{"Terminating", "GracefulDeletion", "NoAction"}, 2},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, testutil.ToFloat64(metrics.decisions.WithLabelValues(tt.labels...)), "decisions%v", tt.labels)
 	}
-	require.Equal(t, 1.0, testutil.ToFloat64(metrics.forceDeletes.WithLabelValues(health.RuleTaintEvicted, "ForceDeleted")))
+	require.Equal(t, 1.0, testutil.ToFloat64(metrics.forceDeletes.WithLabelValues("TaintEvicted", "ForceDeleted")))
 	require.Equal(t, 1, testutil.CollectAndCount(metrics.forceDeletes), "one force delete series")
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podhealth/podhealth/health"
 )
@@ -40,12 +39,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// ObserveDecision counts one pod's decision.
-func (m *Metrics) ObserveDecision(_ context.Context, _ *corev1.Pod, r health.PodReport) {
+// Observe counts one pod's decision and, when the check sent a force
+// delete for it (or would have, in a dry run), that force delete.
+func (m *Metrics) Observe(_ context.Context, r health.PodReport) {
 	m.decisions.WithLabelValues(r.Verdict.State.String(), r.Verdict.Rule, r.Outcome.String()).Inc()
-}
-
-// ObserveForceDelete counts one force delete.
-func (m *Metrics) ObserveForceDelete(_ context.Context, _ *corev1.Pod, r health.PodReport) {
-	m.forceDeletes.WithLabelValues(r.Verdict.Rule, r.Outcome.String()).Inc()
+	switch r.Outcome {
+	case health.ForceDeleted, health.WasAlreadyGone, health.NameReused, health.DeleteFailed, health.WouldForceDelete:
+		m.forceDeletes.WithLabelValues(r.Verdict.Rule, r.Outcome.String()).Inc()
+	}
 }

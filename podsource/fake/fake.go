@@ -133,15 +133,23 @@ func (f *Pods) listPods(ctx context.Context) ([]*corev1.Pod, error) {
 }
 
 // ForceDelete deletes pod with a grace period of 0 and a UID precondition,
-// and maps the answer with health.ClassifyDeleteError.
-func (f *Pods) ForceDelete(ctx context.Context, pod *corev1.Pod) (health.DeleteResult, error) {
+// and returns the answer as the API server gives it: nil, NotFound,
+// Conflict, or any error an Interceptor injects. With ctx already done it
+// returns an error wrapping ctx.Err() and records nothing. A nil pod is
+// refused with a BadRequest.
+func (f *Pods) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
+	if pod == nil {
+		return apierrors.NewBadRequest("fake: force delete of a nil pod")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fake: force delete of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
 	zero := int64(0)
 	uid := pod.UID
-	err := f.Delete(ctx, pod.Namespace, pod.Name, metav1.DeleteOptions{
+	return f.Delete(ctx, pod.Namespace, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero,
 		Preconditions:      &metav1.Preconditions{UID: &uid},
 	})
-	return health.ClassifyDeleteError(err)
 }
 
 // Delete deletes a pod as the API server does; see the package

@@ -120,18 +120,14 @@ func TestConflictMessageMatchesTheRealAPIServer(t *testing.T) {
 	require.Contains(t, got.Message, "does not match the UID in record")
 }
 
-func TestForceDeleteReportsResultsAndRecordsEveryCall(t *testing.T) {
+func TestForceDeleteAnswersLikeTheAPIServerAndRecordsEveryCall(t *testing.T) {
 	f := fake.New(fake.Options{}, pod("a"), pod("b"))
 	replacement, err := f.Replace(pod("b"))
 	require.NoError(t, err)
 
-	var got []health.DeleteResult
-	for _, p := range []*corev1.Pod{pod("a"), pod("a"), pod("b")} {
-		r, err := f.ForceDelete(context.Background(), p)
-		require.NoError(t, err)
-		got = append(got, r)
-	}
-	require.Equal(t, []health.DeleteResult{health.Deleted, health.AlreadyGone, health.UIDMismatch}, got)
+	require.NoError(t, f.ForceDelete(context.Background(), pod("a")), "deleted")
+	require.True(t, apierrors.IsNotFound(f.ForceDelete(context.Background(), pod("a"))), "already gone")
+	require.True(t, apierrors.IsConflict(f.ForceDelete(context.Background(), pod("b"))), "the name belongs to a newer pod")
 
 	calls := f.Deletes()
 	require.Len(t, calls, 3)
@@ -157,7 +153,7 @@ func TestInterceptorInjectsRealAPIErrors(t *testing.T) {
 		},
 	}}, pod("a"))
 
-	_, err := f.ForceDelete(context.Background(), pod("a"))
+	err := f.ForceDelete(context.Background(), pod("a"))
 	require.True(t, apierrors.IsTooManyRequests(err))
 	delay, ok := apierrors.SuggestsClientDelay(err)
 	require.True(t, ok)
@@ -173,7 +169,7 @@ func TestInterceptorInjectsRealAPIErrors(t *testing.T) {
 
 func TestListLagKeepsRemovedPodsForNLists(t *testing.T) {
 	f := fake.New(fake.Options{ListLag: 2}, pod("a"), pod("b"))
-	_, err := f.ForceDelete(context.Background(), pod("a"))
+	err := f.ForceDelete(context.Background(), pod("a"))
 	require.NoError(t, err)
 
 	var seen [][]string
@@ -229,7 +225,7 @@ func TestSeedAndAddCopyTheirInput(t *testing.T) {
 
 func TestRemovingTheLastFinalizerOfAForceDeletedPodRemovesIt(t *testing.T) {
 	f := fake.New(fake.Options{}, pod("a", "example.com/f"))
-	_, err := f.ForceDelete(context.Background(), pod("a"))
+	err := f.ForceDelete(context.Background(), pod("a"))
 	require.NoError(t, err)
 	held, err := f.Get("ns", "a")
 	require.NoError(t, err)
@@ -264,8 +260,11 @@ func TestCanceledContextIsHonoured(t *testing.T) {
 	cancel()
 	_, err := f.ListPods(ctx)
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = f.ForceDelete(ctx, pod("a"))
-	require.True(t, apierrors.IsTimeout(err), "got %v", err)
+	err = f.ForceDelete(ctx, pod("a"))
+	require.ErrorIs(t, err, context.Canceled, "the Deleter contract: nothing is sent")
+	require.Empty(t, f.Deletes())
+	err = f.Delete(ctx, "ns", "a", metav1.DeleteOptions{})
+	require.True(t, apierrors.IsTimeout(err), "the API-level delete answers as the server does; got %v", err)
 	_, getErr := f.Get("ns", "a")
 	require.NoError(t, getErr)
 }
@@ -279,7 +278,7 @@ func TestPodsIsSafeForConcurrentUse(t *testing.T) {
 				p := pod(string(rune('a'+i)) + "-" + string(rune('a'+j%26)))
 				_ = f.Add(p)
 				_, _ = f.ListPods(context.Background())
-				_, _ = f.ForceDelete(context.Background(), p)
+				_ = f.ForceDelete(context.Background(), p)
 				_ = f.Deletes()
 			}
 		})

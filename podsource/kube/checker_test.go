@@ -51,7 +51,7 @@ func TestCheckerOverInformerDeletesTheTaintEvictedPodOnceAndStaysHealthy(t *test
 	require.True(t, report.Healthy, "an alive pod exists")
 	outcomes := map[string]health.Outcome{}
 	for _, p := range report.Pods {
-		outcomes[p.Name] = p.Outcome
+		outcomes[p.Pod.Name] = p.Outcome
 	}
 	require.Equal(t, map[string]health.Outcome{
 		"alive": health.NoAction, "taint-evicted": health.ForceDeleted, "drained": health.NoAction, "user-deleted": health.NoAction,

@@ -30,7 +30,8 @@ type DeleterOptions struct {
 //
 // A Deleter is bound to one namespace and, optionally, to a label
 // selector. It refuses, without sending anything, a pod outside that scope
-// (*OutOfScopeError) and a pod without a UID (health.ErrMissingUID).
+// (*OutOfScopeError) and a pod without a name or UID
+// (health.ErrUnidentifiedPod).
 //
 // A Deleter is safe for concurrent use.
 type Deleter struct {
@@ -64,33 +65,31 @@ func DeleteOptions(uid string) metav1.DeleteOptions {
 }
 
 // ForceDelete deletes pod with a grace period of 0 and a UID precondition,
-// and maps the answer with health.ClassifyDeleteError: success is
-// health.Deleted, NotFound is health.AlreadyGone and Conflict is
-// health.UIDMismatch. Any other error is wrapped, so that errors.Is,
-// errors.As and apierrors.IsXxx still reach it.
+// and returns the API server's answer wrapped, so that errors.Is, errors.As
+// and apierrors.IsXxx still reach it: nil when the pod was deleted,
+// NotFound when it was gone already, Conflict when a newer pod holds its
+// name (health.Deleter says how a Checker reads them).
 //
-// A nil pod, a pod without a UID and a pod outside the Deleter's scope are
-// refused with an error and no request; so is any pod when ctx is done.
-// ForceDelete never changes pod.
-func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) (health.DeleteResult, error) {
+// A nil pod, a pod without a name or a UID and a pod outside the Deleter's
+// scope are refused with an error and no request; so is any pod when ctx
+// is done. ForceDelete never changes pod.
+func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
 	if pod == nil {
-		return 0, errors.New("kube: force delete: nil pod")
+		return errors.New("kube: force delete: nil pod")
 	}
 	if err := d.InScope(pod); err != nil {
-		return 0, err
+		return err
 	}
-	if pod.UID == "" {
-		return 0, fmt.Errorf("kube: force delete of pod %s/%s: %w", pod.Namespace, pod.Name, health.ErrMissingUID)
+	if pod.Name == "" || pod.UID == "" {
+		return fmt.Errorf("kube: force delete of pod %s/%s: %w", pod.Namespace, pod.Name, health.ErrUnidentifiedPod)
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("kube: force delete of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return fmt.Errorf("kube: force delete of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	err := d.pods.Pods(pod.Namespace).Delete(ctx, pod.Name, DeleteOptions(string(pod.UID)))
-	result, err := health.ClassifyDeleteError(err)
-	if err != nil {
-		return 0, fmt.Errorf("kube: DELETE pod %s/%s with grace period 0 and UID precondition: %w", pod.Namespace, pod.Name, err)
+	if err := d.pods.Pods(pod.Namespace).Delete(ctx, pod.Name, DeleteOptions(string(pod.UID))); err != nil {
+		return fmt.Errorf("kube: DELETE pod %s/%s with grace period 0 and UID precondition: %w", pod.Namespace, pod.Name, err)
 	}
-	return result, nil
+	return nil
 }
 
 // InScope returns nil when pod is in the Deleter's scope (its namespace

@@ -27,9 +27,7 @@ func TestDeleterSendsGraceZeroAndUIDPreconditionOnly(t *testing.T) {
 	d, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: registry})
 	require.NoError(t, err)
 
-	result, err := d.ForceDelete(context.Background(), pod)
-	require.NoError(t, err)
-	require.Equal(t, health.Deleted, result)
+	require.NoError(t, d.ForceDelete(context.Background(), pod))
 
 	deletes := deleteActions(client)
 	require.Len(t, deletes, 1)
@@ -46,18 +44,17 @@ func TestDeleterSendsGraceZeroAndUIDPreconditionOnly(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "pod still there after the force delete: %v", err)
 }
 
-func TestDeleterMapsAPIAnswers(t *testing.T) {
+func TestDeleterReturnsTheAPIAnswerWrapped(t *testing.T) {
 	notFound := loadStatusError(t, "status-get-after-force-delete.json")
 	conflict := loadStatusError(t, "status-delete-uid-conflict.json")
 	tests := []struct {
-		name       string
-		answer     error // nil: the fake clientset deletes the pod
-		wantResult health.DeleteResult
-		wantIs     func(error) bool // nil: no error expected
+		name   string
+		answer error            // nil: the fake clientset deletes the pod
+		wantIs func(error) bool // nil: no error expected
 	}{
-		{name: "accepted is Deleted", wantResult: health.Deleted},
-		{name: "404 NotFound is AlreadyGone", answer: notFound, wantResult: health.AlreadyGone},
-		{name: "409 Conflict on the UID precondition is UIDMismatch", answer: conflict, wantResult: health.UIDMismatch},
+		{name: "accepted is nil"},
+		{name: "404 NotFound stays NotFound", answer: notFound, wantIs: apierrors.IsNotFound},
+		{name: "409 Conflict on the UID precondition stays Conflict", answer: conflict, wantIs: apierrors.IsConflict},
 		{name: "429 TooManyRequests is an error", answer: apierrors.NewTooManyRequests("slow down", 1), wantIs: apierrors.IsTooManyRequests},
 		{name: "500 InternalError is an error", answer: apierrors.NewInternalError(errors.New("etcd down")), wantIs: apierrors.IsInternalError},
 		{name: "504 server timeout is an error", answer: apierrors.NewServerTimeout(corev1.Resource("pods"), "delete", 1), wantIs: apierrors.IsServerTimeout},
@@ -77,11 +74,10 @@ func TestDeleterMapsAPIAnswers(t *testing.T) {
 			d, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
 			require.NoError(t, err)
 
-			result, err := d.ForceDelete(context.Background(), pod)
+			err = d.ForceDelete(context.Background(), pod)
 			require.Len(t, deleteActions(client), 1, "DELETE requests sent")
 			if tt.wantIs == nil {
 				require.NoError(t, err)
-				require.Equal(t, tt.wantResult, result)
 				return
 			}
 			require.Error(t, err)
@@ -103,9 +99,8 @@ func TestDeleterUIDPreconditionSparesNewerPodOfSameName(t *testing.T) {
 	d, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
 	require.NoError(t, err)
 
-	result, err := d.ForceDelete(context.Background(), dead)
-	require.NoError(t, err)
-	require.Equal(t, health.UIDMismatch, result)
+	err = d.ForceDelete(context.Background(), dead)
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
 	got, err := client.CoreV1().Pods("default").Get(context.Background(), dead.Name, metav1.GetOptions{})
 	require.NoError(t, err, "the newer pod was deleted")
 	require.Equal(t, newer.UID, got.UID)
@@ -175,7 +170,7 @@ func TestDeleterRefusesWithoutSendingAnything(t *testing.T) {
 		{
 			name:    "pod without UID",
 			pod:     func(p *corev1.Pod) *corev1.Pod { p.UID = ""; return p },
-			wantErr: func(t *testing.T, err error) { require.ErrorIs(t, err, health.ErrMissingUID) },
+			wantErr: func(t *testing.T, err error) { require.ErrorIs(t, err, health.ErrUnidentifiedPod) },
 		},
 		{
 			name:    "nil pod",
@@ -199,7 +194,7 @@ func TestDeleterRefusesWithoutSendingAnything(t *testing.T) {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			_, err = d.ForceDelete(ctx, tt.pod(loadPod(t, podTaintEvicted)))
+			err = d.ForceDelete(ctx, tt.pod(loadPod(t, podTaintEvicted)))
 			require.Error(t, err)
 			tt.wantErr(t, err)
 			require.Empty(t, client.Actions(), "requests sent for a refused pod")
@@ -226,7 +221,7 @@ func TestDeleterDoesNotChangeThePod(t *testing.T) {
 	client := fake.NewClientset(objects(pod)...)
 	d, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: registry})
 	require.NoError(t, err)
-	_, err = d.ForceDelete(context.Background(), pod)
+	err = d.ForceDelete(context.Background(), pod)
 	require.NoError(t, err)
 	require.Empty(t, cmp.Diff(before, pod))
 }

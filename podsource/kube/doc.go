@@ -16,7 +16,7 @@
 //     as it becomes dead, so that a controller can check its workload at
 //     once instead of at the next resync;
 //   - NodeSource, LiveNodes and ClaimSource, the node and claim evidence of
-//     health.NodeEvidence, health.Breaker and health.Policy, over informer
+//     health.Options (Nodes, LiveNodes, Claims) and health.Breaker, over informer
 //     listers (and one live read to confirm that a node is gone);
 //   - PolicyRules and EvidencePolicyRules, the RBAC rules all of the above
 //     need.

@@ -70,22 +70,11 @@ func NewEventObserver(recorder record.EventRecorder, opts EventObserverOptions) 
 	return &EventObserver{recorder: recorder, object: opts.Object}, nil
 }
 
-// ObserveDecision records the ReasonHeldBack event for a dead pod that was
-// held back, and nothing for any other decision: a Checker calls it for
-// every pod of every check, far too often for events. Force deletes are
-// recorded by ObserveForceDelete. It does not change pod.
-func (o *EventObserver) ObserveDecision(_ context.Context, pod *corev1.Pod, r health.PodReport) {
-	if r.Outcome != health.HeldBack {
-		return
-	}
-	o.recorder.Event(o.target(pod), corev1.EventTypeWarning, ReasonHeldBack,
-		fmt.Sprintf("Dead pod %s/%s (uid %s) on node %q not force-deleted: %s; rule %s: %s",
-			r.Namespace, r.Name, r.UID, r.NodeName, r.HeldBack, r.Verdict.Rule, r.Verdict.Reason))
-}
-
-// ObserveForceDelete records the event for one force delete (see the Reason
-// constants). It does not change pod.
-func (o *EventObserver) ObserveForceDelete(_ context.Context, pod *corev1.Pod, r health.PodReport) {
+// Observe records the event for one pod's report, when its outcome is one
+// that the Reason constants name, and nothing otherwise: a Checker calls it
+// for every pod of every check, far too often for events. It does not
+// change r.Pod.
+func (o *EventObserver) Observe(_ context.Context, r health.PodReport) {
 	var reason, what string
 	switch r.Outcome {
 	case health.ForceDeleted, health.WasAlreadyGone, health.NameReused:
@@ -94,15 +83,20 @@ func (o *EventObserver) ObserveForceDelete(_ context.Context, pod *corev1.Pod, r
 		reason, what = ReasonForceDeleteFailed, "Failed to force-delete dead pod"
 	case health.WouldForceDelete:
 		reason, what = ReasonWouldForceDelete, "Would force-delete dead pod (dry run)"
+	case health.HeldBack:
+		o.recorder.Event(o.target(r.Pod), corev1.EventTypeWarning, ReasonHeldBack,
+			fmt.Sprintf("Dead pod %s/%s (uid %s) on node %q not force-deleted: %s; rule %s: %s",
+				r.Pod.Namespace, r.Pod.Name, r.Pod.UID, r.Pod.Spec.NodeName, r.HeldBack, r.Verdict.Rule, r.Verdict.Reason))
+		return
 	default:
 		return
 	}
 	msg := fmt.Sprintf("%s %s/%s (uid %s) on node %q: rule %s: %s; outcome %s",
-		what, r.Namespace, r.Name, r.UID, r.NodeName, r.Verdict.Rule, r.Verdict.Reason, r.Outcome)
+		what, r.Pod.Namespace, r.Pod.Name, r.Pod.UID, r.Pod.Spec.NodeName, r.Verdict.Rule, r.Verdict.Reason, r.Outcome)
 	if r.Err != nil {
 		msg += ": " + r.Err.Error()
 	}
-	o.recorder.Event(o.target(pod), corev1.EventTypeWarning, reason, msg)
+	o.recorder.Event(o.target(r.Pod), corev1.EventTypeWarning, reason, msg)
 }
 
 func (o *EventObserver) target(pod *corev1.Pod) runtime.Object {

@@ -20,20 +20,24 @@ import (
 
 func reportFor(pod *corev1.Pod, outcome health.Outcome, err error) health.PodReport {
 	return health.PodReport{
-		Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, NodeName: pod.Spec.NodeName,
-		Verdict: health.DefaultRules().Classify(pod),
+		Pod: pod,
+		Verdict: health.Verdict{State: health.Dead, Rule: "TaintEvicted",
+			Reason: "deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager"},
 		Outcome: outcome, Err: err,
 	}
 }
 
-func TestEventObserverRecordsOneEventPerForceDeleteOutcome(t *testing.T) {
+func TestEventObserverRecordsOneEventPerDeleteOrHeldBackOutcome(t *testing.T) {
 	const about = `default/taint-evicted (uid 3c0c8989-7032-484b-9396-d2330489e1cf) on node "node-lost": rule TaintEvicted: deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager; outcome `
 	const onPod = " involvedObject{kind=Pod,apiVersion=v1}"
 	tests := []struct {
-		outcome health.Outcome
-		err     error
-		want    []string
+		outcome  health.Outcome
+		err      error
+		heldBack string
+		want     []string
 	}{
+		{outcome: health.HeldBack, heldBack: "the policy wants fencing evidence",
+			want: []string{`Warning DeadPodHeldBack Dead pod default/taint-evicted (uid 3c0c8989-7032-484b-9396-d2330489e1cf) on node "node-lost" not force-deleted: the policy wants fencing evidence; rule TaintEvicted: deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager` + onPod}},
 		{outcome: health.ForceDeleted, want: []string{"Warning ForceDeletedDeadPod Force-deleted dead pod " + about + "ForceDeleted" + onPod}},
 		{outcome: health.WasAlreadyGone, want: []string{"Warning ForceDeletedDeadPod Force-deleted dead pod " + about + "WasAlreadyGone" + onPod}},
 		{outcome: health.NameReused, want: []string{"Warning ForceDeletedDeadPod Force-deleted dead pod " + about + "NameReused" + onPod}},
@@ -52,43 +56,9 @@ func TestEventObserverRecordsOneEventPerForceDeleteOutcome(t *testing.T) {
 			require.NoError(t, err)
 			pod := loadPod(t, podTaintEvicted)
 
-			obs.ObserveForceDelete(context.Background(), pod, reportFor(pod, tt.outcome, tt.err))
-			close(rec.Events)
-			var got []string
-			for e := range rec.Events {
-				got = append(got, e)
-			}
-			require.Empty(t, cmp.Diff(tt.want, got), "events (-want +got)")
-		})
-	}
-}
-
-func TestEventObserverRecordsHeldBackDecisionsOnly(t *testing.T) {
-	tests := []struct {
-		name     string
-		outcome  health.Outcome
-		heldBack string
-		want     []string
-	}{
-		{
-			name: "held back", outcome: health.HeldBack, heldBack: "the policy wants fencing evidence",
-			want: []string{`Warning DeadPodHeldBack Dead pod default/taint-evicted (uid 3c0c8989-7032-484b-9396-d2330489e1cf) on node "node-lost" not force-deleted: the policy wants fencing evidence; rule TaintEvicted: deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager`},
-		},
-		{name: "no action", outcome: health.NoAction},
-		{name: "force deleted", outcome: health.ForceDeleted},
-		{name: "would force delete", outcome: health.WouldForceDelete},
-		{name: "delete failed", outcome: health.DeleteFailed},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rec := record.NewFakeRecorder(10)
-			obs, err := kube.NewEventObserver(rec, kube.EventObserverOptions{})
-			require.NoError(t, err)
-			pod := loadPod(t, podTaintEvicted)
-			r := reportFor(pod, tt.outcome, nil)
+			r := reportFor(pod, tt.outcome, tt.err)
 			r.HeldBack = tt.heldBack
-
-			obs.ObserveDecision(context.Background(), pod, r)
+			obs.Observe(context.Background(), r)
 			close(rec.Events)
 			var got []string
 			for e := range rec.Events {
@@ -133,7 +103,7 @@ func TestEventObserverEventsLandAsEventObjectsOnThePod(t *testing.T) {
 
 	obs, err := kube.NewEventObserver(newBroadcastRecorder(t, client), kube.EventObserverOptions{})
 	require.NoError(t, err)
-	obs.ObserveForceDelete(context.Background(), cached, reportFor(cached, health.ForceDeleted, nil))
+	obs.Observe(context.Background(), reportFor(cached, health.ForceDeleted, nil))
 
 	ev := waitForEvents(t, client, "default", 1)[0]
 	require.Equal(t, corev1.EventTypeWarning, ev.Type)
@@ -161,7 +131,7 @@ func TestEventObserverRecordsOnTheObjectTheCallerChose(t *testing.T) {
 	obs, err := kube.NewEventObserver(newBroadcastRecorder(t, client), kube.EventObserverOptions{Object: owner})
 	require.NoError(t, err)
 	pod := loadPod(t, podTaintEvicted)
-	obs.ObserveForceDelete(context.Background(), pod, reportFor(pod, health.WouldForceDelete, nil))
+	obs.Observe(context.Background(), reportFor(pod, health.WouldForceDelete, nil))
 
 	ev := waitForEvents(t, client, "default", 1)[0]
 	require.Equal(t, kube.ReasonWouldForceDelete, ev.Reason)

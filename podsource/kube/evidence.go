@@ -23,7 +23,7 @@ var (
 )
 
 // NodeSource gives the Checker node evidence from an informer's node
-// lister: health.NodeEvidence.Nodes and health.Breaker.Nodes. It sends no
+// lister: health.Options.Nodes and health.Breaker.Nodes. It sends no
 // request to the API server, and returns the cache's own objects, which
 // must be treated as read-only. A NodeSource is safe for concurrent use.
 type NodeSource struct {
@@ -56,7 +56,7 @@ func (s *NodeSource) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 }
 
 // LiveNodes reads nodes straight from the API server. Use it as
-// health.NodeEvidence.Live, the second look that confirms a node missing
+// health.Options.LiveNodes, the second look that confirms a node missing
 // from the cache is really gone; it is asked only then. A LiveNodes is safe
 // for concurrent use.
 type LiveNodes struct {
@@ -78,7 +78,7 @@ func (l *LiveNodes) GetNode(ctx context.Context, name string) (*corev1.Node, err
 }
 
 // ClaimSource tells the policy the access modes of a pod's claims from an
-// informer's PersistentVolumeClaim lister (health.Policy.Claims). It sends
+// informer's PersistentVolumeClaim lister (health.Options.Claims). It sends
 // no request and returns the cache's own objects, which must be treated as
 // read-only. A ClaimSource is safe for concurrent use.
 type ClaimSource struct {

@@ -84,8 +84,9 @@ func checkerWithEvidence(t *testing.T, client *fake.Clientset) (*health.Checker,
 	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
 	require.NoError(t, err)
 	checker, err := health.New(source, deleter, health.Options{
-		NodeEvidence: health.NodeEvidence{Nodes: nodes, Live: live},
-		Policy:       health.Policy{Claims: claims},
+		Nodes:     nodes,
+		LiveNodes: live,
+		Claims:    claims,
 	})
 	require.NoError(t, err)
 	return checker, nodes
@@ -107,7 +108,7 @@ func TestStatefulPodWaitsForFencingEvidenceOverInformers(t *testing.T) {
 	require.Empty(t, deleteActions(client))
 
 	fencedNode := lost.DeepCopy()
-	fencedNode.Spec.Taints = append(fencedNode.Spec.Taints, corev1.Taint{Key: health.TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	fencedNode.Spec.Taints = append(fencedNode.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
 	_, err = client.CoreV1().Nodes().Update(context.Background(), fencedNode, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -130,6 +131,6 @@ func TestLiveNodesConfirmsAMissingNodeWithOneGet(t *testing.T) {
 	report, err := checker.CheckReport(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, health.Dead, report.Pods[0].Verdict.State)
-	require.Equal(t, health.RuleNodeGone, report.Pods[0].Verdict.Rule)
+	require.Equal(t, "NodeGone", report.Pods[0].Verdict.Rule)
 	require.Equal(t, []string{"get nodes", "delete pods"}, verbs(client, before))
 }

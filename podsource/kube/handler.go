@@ -1,14 +1,25 @@
 package kube
 
 import (
+	"context"
+	"errors"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podhealth/podhealth/health"
 )
 
+// handlerTimeout bounds the node lookups of one informer event, so that a
+// slow API server (asked only to confirm that a node is gone) cannot stall
+// the informer.
+const handlerTimeout = 5 * time.Second
+
 // DeadPodHandler returns an informer event handler that calls enqueue with
-// a pod as soon as rules call it Dead:
+// a pod as soon as checker would call it Dead, with the checker's own rules
+// and node evidence (health.Checker.Classify), so that the handler's idea
+// of dead is never narrower than the Checker's:
 //
 //   - on an add of a pod that is already dead (the informer's initial list,
 //     or a pod that the cache first sees dead);
@@ -19,22 +30,24 @@ import (
 // Updates between two dead states (resyncs included) and deletes call
 // nothing: the pod's death was reported already, and a deleted pod is no
 // longer to be force-deleted. Tombstones (cache.DeletedFinalStateUnknown)
-// and objects that are not pods are ignored, never a panic.
+// and objects that are not pods are ignored, never a panic. Each event's
+// node lookups are bounded by a few seconds.
 //
-// Empty rules mean health.DefaultRules(), as for a Checker. A nil enqueue
-// makes a handler that does nothing. The pod given to enqueue is the
-// cache's own object and must not be changed.
-//
-// The handler is safe for concurrent use when enqueue is.
-func DeadPodHandler(rules health.Rules, enqueue func(pod *corev1.Pod)) cache.ResourceEventHandler {
-	if len(rules) == 0 {
-		rules = health.DefaultRules()
+// A nil checker or enqueue is refused with an error. The pod given to
+// enqueue is the cache's own object and must not be changed. The handler is
+// safe for concurrent use when enqueue is.
+func DeadPodHandler(checker *health.Checker, enqueue func(pod *corev1.Pod)) (cache.ResourceEventHandler, error) {
+	if checker == nil {
+		return nil, errors.New("kube: DeadPodHandler: nil Checker")
 	}
-	return &deadPodHandler{rules: rules, enqueue: enqueue}
+	if enqueue == nil {
+		return nil, errors.New("kube: DeadPodHandler: nil enqueue function")
+	}
+	return &deadPodHandler{checker: checker, enqueue: enqueue}, nil
 }
 
 type deadPodHandler struct {
-	rules   health.Rules
+	checker *health.Checker
 	enqueue func(pod *corev1.Pod)
 }
 
@@ -44,18 +57,20 @@ func (h *deadPodHandler) dead(obj any) (*corev1.Pod, bool) {
 	if !ok || pod == nil {
 		return nil, false
 	}
-	return pod, h.rules.Classify(pod).State == health.Dead
+	ctx, cancel := context.WithTimeout(context.Background(), handlerTimeout)
+	defer cancel()
+	return pod, h.checker.Classify(ctx, pod).State == health.Dead
 }
 
 func (h *deadPodHandler) OnAdd(obj any, _ bool) {
-	if pod, dead := h.dead(obj); dead && h.enqueue != nil {
+	if pod, dead := h.dead(obj); dead {
 		h.enqueue(pod)
 	}
 }
 
 func (h *deadPodHandler) OnUpdate(oldObj, newObj any) {
 	pod, nowDead := h.dead(newObj)
-	if !nowDead || h.enqueue == nil {
+	if !nowDead {
 		return
 	}
 	if _, wasDead := h.dead(oldObj); !wasDead {

@@ -68,7 +68,8 @@ func TestDeadPodHandlerEnqueuesWhenAPodBecomesDead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			h := kube.DeadPodHandler(tt.rules, func(p *corev1.Pod) { got = append(got, p.Name) })
+			h, err := kube.DeadPodHandler(classifier(t, tt.rules), func(p *corev1.Pod) { got = append(got, p.Name) })
+			require.NoError(t, err)
 			require.NotPanics(t, func() {
 				switch tt.event.kind {
 				case "add":
@@ -91,13 +92,21 @@ func failed(p *corev1.Pod) *corev1.Pod {
 	return p
 }
 
-func TestDeadPodHandlerWithNilEnqueueDoesNothing(t *testing.T) {
-	h := kube.DeadPodHandler(nil, nil)
-	require.NotPanics(t, func() {
-		h.OnAdd(loadPod(t, podTaintEvicted), false)
-		h.OnUpdate(beforeTaintManager(t), loadPod(t, podTaintEvicted))
-		h.OnDelete(loadPod(t, podTaintEvicted))
-	})
+// classifier returns a dry-run Checker with rules (empty: the defaults),
+// for the handler to classify with.
+func classifier(t *testing.T, rules health.Rules) *health.Checker {
+	t.Helper()
+	none := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return nil, nil })
+	checker, err := health.New(none, nil, health.Options{DryRun: true, Rules: rules})
+	require.NoError(t, err)
+	return checker
+}
+
+func TestDeadPodHandlerRefusesMissingInput(t *testing.T) {
+	_, err := kube.DeadPodHandler(nil, func(*corev1.Pod) {})
+	require.ErrorContains(t, err, "nil Checker")
+	_, err = kube.DeadPodHandler(classifier(t, nil), nil)
+	require.ErrorContains(t, err, "nil enqueue")
 }
 
 // TestDeadPodHandlerFiresOnTheInformersUpdate drives the handler through a
@@ -110,11 +119,13 @@ func TestDeadPodHandlerFiresOnTheInformersUpdate(t *testing.T) {
 		mu  sync.Mutex
 		got []string
 	)
-	_, err := factory.Core().V1().Pods().Informer().AddEventHandler(kube.DeadPodHandler(nil, func(p *corev1.Pod) {
+	handler, err := kube.DeadPodHandler(classifier(t, nil), func(p *corev1.Pod) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, p.Name)
-	}))
+	})
+	require.NoError(t, err)
+	_, err = factory.Core().V1().Pods().Informer().AddEventHandler(handler)
 	require.NoError(t, err)
 	watching := watchStarted(client)
 	ctx, cancel := context.WithCancel(context.Background())

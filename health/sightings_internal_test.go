@@ -41,8 +41,8 @@ func TestSightingsEvictTheLeastRecentlySeen(t *testing.T) {
 // benchmark, not a timed test, shows it.
 func BenchmarkSightingsWhenFull(b *testing.B) {
 	t0 := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
-	s := newSightings(DefaultMemoryCapacity, time.Hour)
-	keys := make([]string, 4*DefaultMemoryCapacity)
+	s := newSightings(defaultMemoryCapacity, time.Hour)
+	keys := make([]string, 4*defaultMemoryCapacity)
 	for i := range keys {
 		keys[i] = fmt.Sprint("uid-", i)
 	}

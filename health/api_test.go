@@ -1,0 +1,104 @@
+package health_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// maxExported is the ceiling on package health's exported identifiers:
+// top-level names plus the exported fields and methods of exported types.
+// Every name a newcomer meets is one more thing to learn; raise it only for
+// a concept the pipeline (Pod → Verdict → Outcome → PodReport) lacks.
+const maxExported = 100
+
+func TestPublicAPIStaysSmall(t *testing.T) {
+	names := exportedIdentifiers(t, ".")
+	require.LessOrEqual(t, len(names), maxExported, "exported identifiers of package health:\n%s", strings.Join(names, "\n"))
+}
+
+// exportedIdentifiers lists the exported top-level names of the non-test
+// files in dir, and the exported fields and methods of exported types.
+func exportedIdentifiers(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	require.NoError(t, err)
+	var names []string
+	for _, pkg := range pkgs {
+		for _, file := range pkg.Files {
+			for _, decl := range file.Decls {
+				names = append(names, exportedIn(decl)...)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func exportedIn(decl ast.Decl) []string {
+	var names []string
+	switch d := decl.(type) {
+	case *ast.FuncDecl:
+		if !d.Name.IsExported() {
+			return nil
+		}
+		if d.Recv == nil {
+			return []string{d.Name.Name}
+		}
+		if recv := receiverName(d.Recv); ast.IsExported(recv) {
+			return []string{recv + "." + d.Name.Name}
+		}
+	case *ast.GenDecl:
+		for _, spec := range d.Specs {
+			switch s := spec.(type) {
+			case *ast.ValueSpec:
+				for _, n := range s.Names {
+					if n.IsExported() {
+						names = append(names, n.Name)
+					}
+				}
+			case *ast.TypeSpec:
+				if !s.Name.IsExported() {
+					continue
+				}
+				names = append(names, s.Name.Name)
+				var fields *ast.FieldList
+				switch typ := s.Type.(type) {
+				case *ast.StructType:
+					fields = typ.Fields
+				case *ast.InterfaceType:
+					fields = typ.Methods
+				}
+				if fields == nil {
+					continue
+				}
+				for _, f := range fields.List {
+					for _, n := range f.Names {
+						if n.IsExported() {
+							names = append(names, s.Name.Name+"."+n.Name)
+						}
+					}
+				}
+			}
+		}
+	}
+	return names
+}
+
+func receiverName(recv *ast.FieldList) string {
+	typ := recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	if id, ok := typ.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}

@@ -1,0 +1,94 @@
+package health
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Internals that the external tests of this package reach. They exist only
+// in test builds.
+
+const (
+	RuleTaintEvicted          = ruleTaintEvicted
+	RuleTerminatedByKubelet   = ruleTerminatedByKubelet
+	RuleGracefulDeletion      = ruleGracefulDeletion
+	RuleFinishedPod           = ruleFinishedPod
+	RuleFinishedPodIsDead     = ruleFinishedPodIsDead
+	RuleStaleDisruptionTarget = ruleStaleDisruptionTarget
+	RuleNodeGone              = ruleNodeGone
+	RuleOutOfService          = ruleOutOfService
+	RuleTerminatingTooLong    = ruleTerminatingTooLong
+
+	ReasonDeletionByTaintManager = reasonDeletionByTaintManager
+	ForceDeleteNever             = forceDeleteNever
+	DefaultMemoryCapacity        = defaultMemoryCapacity
+	DefaultMemoryTTL             = defaultMemoryTTL
+)
+
+type Facts = facts
+
+const (
+	Deleting  = deleting
+	Terminal  = terminal
+	Disrupted = disrupted
+)
+
+var (
+	TaintEvicted          = taintEvicted
+	TerminatedByKubelet   = terminatedByKubelet
+	GracefulDeletion      = gracefulDeletion
+	FinishedPod           = finishedPod
+	StaleDisruptionTarget = staleDisruptionTarget
+	NodeGone              = nodeGone
+	OutOfService          = outOfService
+	FactsOf               = factsOf
+)
+
+// WithWhen returns r declaring the facts it needs.
+func WithWhen(r Rule, f Facts) Rule { r.when = f; return r }
+
+// Classify judges pod from the pod alone, as a Checker without node
+// evidence does. A nil pod is Alive with the reason "nil pod".
+func (rs Rules) Classify(pod *corev1.Pod) Verdict {
+	if pod == nil {
+		return Verdict{State: Alive, Reason: "nil pod"}
+	}
+	return rs.classify(pod, factsOf(pod), nil)
+}
+
+func (m *Memory) Remember(uid types.UID, now time.Time)       { m.remember(uid, now) }
+func (m *Memory) Remembers(uid types.UID, now time.Time) bool { return m.remembers(uid, now) }
+func (m *Memory) Len() int                                    { return m.len() }
+
+// DeleterFunc adapts a function to a Deleter.
+type DeleterFunc func(ctx context.Context, pod *corev1.Pod) error
+
+func (f DeleterFunc) ForceDelete(ctx context.Context, pod *corev1.Pod) error { return f(ctx, pod) }
+
+// Removed reports whether the outcome counts as deleted.
+func (o Outcome) Removed() bool { return o.removed() }
+
+// Count returns how many pods of r have the state s.
+func (r *Report) Count(s State) int {
+	n := 0
+	for i := range r.Pods {
+		if r.Pods[i].Verdict.State == s {
+			n++
+		}
+	}
+	return n
+}
+
+// CountOutcome returns how many pods of r had the outcome o.
+func (r *Report) CountOutcome(o Outcome) int {
+	n := 0
+	for i := range r.Pods {
+		if r.Pods[i].Outcome == o {
+			n++
+		}
+	}
+	return n
+}
