@@ -248,7 +248,9 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 			dead = append(dead, deadPod{index: i, verdict: v})
 			continue // finished after its force delete
 		}
-		k.finish(i, PodReport{Pod: pod, Verdict: v})
+		if report != nil || c.observer != nil {
+			k.finish(i, PodReport{Pod: pod, Verdict: v})
+		}
 	}
 
 	var errs []error
