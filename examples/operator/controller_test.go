@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -34,6 +30,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -41,12 +38,9 @@ import (
 // pod of workload w.
 func fixture(t testing.TB, file, w string) *corev1.Pod {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "real-cluster", file))
-	require.NoError(t, err)
-	var pod corev1.Pod
-	require.NoError(t, json.Unmarshal(data, &pod))
+	pod := testutil.LoadPod(t, file)
 	pod.Labels = map[string]string{WorkloadLabel: w}
-	return &pod
+	return pod
 }
 
 func testConfig() config {
@@ -343,7 +337,7 @@ func TestRunOverInformerReplacesTheDeadPodAndStopsCleanly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var c *controller
-	pods := startInformer(t, ctx, client, func(lister corelisters.PodLister) *controller {
+	pods := startInformer(t, client, func(lister corelisters.PodLister) *controller {
 		c = newTestController(t, testConfig(), client, lister, logr.Discard())
 		return c
 	})
@@ -368,19 +362,9 @@ func TestRunOverInformerReplacesTheDeadPodAndStopsCleanly(t *testing.T) {
 
 // startInformer starts a pod informer over client as main does, with the
 // handlers of the controller that build makes over its lister, and returns
-// once the cache synced and the watch started. The fake clientset's watches
-// cannot resume from a resourceVersion, so a change made before the watch
-// started would never reach the cache.
-func startInformer(t testing.TB, ctx context.Context, client *fake.Clientset, build func(corelisters.PodLister) *controller) coreinformers.PodInformer {
+// once the cache synced and the watch started (testutil.StartInformers).
+func startInformer(t testing.TB, client *fake.Clientset, build func(corelisters.PodLister) *controller) coreinformers.PodInformer {
 	t.Helper()
-	watching := make(chan struct{})
-	var once sync.Once
-	client.PrependWatchReactor("pods", func(action k8stesting.Action) (bool, watch.Interface, error) {
-		w := action.(k8stesting.WatchActionImpl)
-		wi, err := client.Tracker().Watch(w.GetResource(), w.GetNamespace(), w.ListOptions)
-		once.Do(func() { close(watching) })
-		return true, wi, err
-	})
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("default"),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = WorkloadLabel }))
 	pods := factory.Core().V1().Pods()
@@ -389,14 +373,7 @@ func startInformer(t testing.TB, ctx context.Context, client *fake.Clientset, bu
 		_, err := pods.Informer().AddEventHandler(h)
 		require.NoError(t, err)
 	}
-	factory.Start(ctx.Done())
-	t.Cleanup(factory.Shutdown)
-	require.True(t, cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced))
-	select {
-	case <-watching:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the informer never started its pod watch")
-	}
+	testutil.StartInformers(t, client, factory, "pods")
 	return pods
 }
 

@@ -80,7 +80,7 @@ func TestRBACManifestAllowsEveryRequestTheControllerSends(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var c *controller
-	startInformer(t, ctx, client, func(lister corelisters.PodLister) *controller {
+	startInformer(t, client, func(lister corelisters.PodLister) *controller {
 		var err error
 		c, err = newController(testConfig(), client, lister, recorder, logr.Discard())
 		require.NoError(t, err)

@@ -2,9 +2,6 @@ package fake_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -16,26 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/fake"
 )
 
-func fixture(t *testing.T, file string) *corev1.Pod {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "real-cluster", file))
-	require.NoError(t, err)
-	var p corev1.Pod
-	require.NoError(t, json.Unmarshal(data, &p))
-	return &p
-}
-
-func realPods(t *testing.T) []*corev1.Pod {
-	var pods []*corev1.Pod
-	for _, f := range []string{"pod-alive.json", "pod-taint-evicted.json", "pod-drained.json", "pod-user-deleted.json"} {
-		pods = append(pods, fixture(t, f))
-	}
-	return pods
-}
+var (
+	fixture  = testutil.LoadPod
+	realPods = testutil.LoadPods
+)
 
 func TestPodsPassesTheConformanceSuite(t *testing.T) {
 	pods := realPods(t)
@@ -104,13 +90,10 @@ func TestDeleteActsAsTheAPIServer(t *testing.T) {
 }
 
 func TestConflictMessageMatchesTheRealAPIServer(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "real-cluster", "status-delete-uid-conflict.json"))
-	require.NoError(t, err)
-	var want metav1.Status
-	require.NoError(t, json.Unmarshal(data, &want))
+	want := testutil.LoadStatusError(t, testutil.StatusUIDConflict).ErrStatus
 
 	f := fake.New(fake.Options{}, fixture(t, "pod-taint-evicted.json"))
-	err = f.Delete(context.Background(), "default", "taint-evicted", metav1.DeleteOptions{GracePeriodSeconds: grace(0), Preconditions: uidPrecondition("00000000-0000-0000-0000-000000000000")})
+	err := f.Delete(context.Background(), "default", "taint-evicted", metav1.DeleteOptions{GracePeriodSeconds: grace(0), Preconditions: uidPrecondition("00000000-0000-0000-0000-000000000000")})
 	var status apierrors.APIStatus
 	require.ErrorAs(t, err, &status)
 	got := status.Status()

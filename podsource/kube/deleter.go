@@ -15,12 +15,15 @@ import (
 
 var _ health.Deleter = (*Deleter)(nil)
 
-// DeleterOptions configure a Deleter. The zero value bounds the Deleter to
-// its namespace only.
+// DeleterOptions configure a Deleter. Selector is required: NewDeleter
+// refuses the zero value.
 type DeleterOptions struct {
-	// Selector, when not nil, also bounds the Deleter to the pods whose
-	// labels match it: any other pod is refused with an *OutOfScopeError.
-	// Nil means every pod of the namespace is in scope.
+	// Selector bounds the Deleter to the pods of its namespace whose labels
+	// match it: any other pod is refused with an *OutOfScopeError. It is
+	// required, and refused as the sources refuse it: nil,
+	// labels.Everything(), labels.Nothing() and any other empty selector.
+	// WholeNamespace() puts every pod of the namespace in scope on
+	// purpose.
 	Selector labels.Selector
 }
 
@@ -28,8 +31,8 @@ type DeleterOptions struct {
 // with a grace period of 0 and a precondition on the pod's UID, so that a
 // newer pod that took the same name is never hit.
 //
-// A Deleter is bound to one namespace and, optionally, to a label
-// selector. It refuses, without sending anything, a pod outside that scope
+// A Deleter is bound to one namespace and to a label selector (or, when
+// asked explicitly, to the whole namespace). It refuses, without sending anything, a pod outside that scope
 // (*OutOfScopeError) and a pod without a name or UID
 // (health.ErrUnidentifiedPod).
 //
@@ -37,17 +40,18 @@ type DeleterOptions struct {
 type Deleter struct {
 	pods      corev1client.PodsGetter
 	namespace string
-	selector  labels.Selector // nil: no label bound
+	selector  labels.Selector // never nil; WholeNamespace() admits every pod
 }
 
 // NewDeleter returns a Deleter that sends its DELETE requests through
 // pods, typically clientset.CoreV1(), and that only deletes pods of
-// namespace (required).
+// namespace (required) that match opts.Selector (required; see
+// DeleterOptions).
 func NewDeleter(pods corev1client.PodsGetter, namespace string, opts DeleterOptions) (*Deleter, error) {
 	if pods == nil {
 		return nil, errors.New("kube: NewDeleter: nil PodsGetter")
 	}
-	if err := checkNamespace("NewDeleter", namespace); err != nil {
+	if err := checkScope("NewDeleter", namespace, opts.Selector); err != nil {
 		return nil, err
 	}
 	return &Deleter{pods: pods, namespace: namespace, selector: opts.Selector}, nil
@@ -77,6 +81,9 @@ func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
 	if pod == nil {
 		return errors.New("kube: force delete: nil pod")
 	}
+	if d.pods == nil || d.selector == nil {
+		return errors.New("kube: force delete: Deleter not built by NewDeleter")
+	}
 	if err := d.InScope(pod); err != nil {
 		return err
 	}
@@ -93,12 +100,15 @@ func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // InScope returns nil when pod is in the Deleter's scope (its namespace
-// and, when set, its label selector), else an *OutOfScopeError.
+// and its label selector), else an *OutOfScopeError.
 func (d *Deleter) InScope(pod *corev1.Pod) error {
 	if pod.Namespace != d.namespace {
 		return &OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, Reason: fmt.Sprintf("namespace %q is not %q", pod.Namespace, d.namespace)}
 	}
-	if d.selector != nil && !d.selector.Matches(labels.Set(pod.Labels)) {
+	if d.selector == nil {
+		return &OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, Reason: "the Deleter has no label selector (not built by NewDeleter)"}
+	}
+	if !d.selector.Matches(labels.Set(pod.Labels)) {
 		return &OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, ScopeSelector: d.selector.String(), Reason: fmt.Sprintf("labels do not match selector %q", d.selector.String())}
 	}
 	return nil
@@ -112,7 +122,7 @@ type OutOfScopeError struct {
 	Namespace string
 	Name      string
 	// ScopeNamespace is the Deleter's namespace; ScopeSelector its label
-	// selector, empty when it has none.
+	// selector, empty when the whole namespace is in scope.
 	ScopeNamespace string
 	ScopeSelector  string
 	// Reason says which bound the pod is outside of.

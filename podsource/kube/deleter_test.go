@@ -71,7 +71,7 @@ func TestDeleterReturnsTheAPIAnswerWrapped(t *testing.T) {
 					return true, nil, tt.answer
 				})
 			}
-			d, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
+			d, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: registry})
 			require.NoError(t, err)
 
 			err = d.ForceDelete(context.Background(), pod)
@@ -96,7 +96,7 @@ func TestDeleterUIDPreconditionSparesNewerPodOfSameName(t *testing.T) {
 	newer.Name, newer.UID = dead.Name, "0b7e6f1a-0000-4000-8000-000000000001"
 	client := fake.NewClientset(objects(newer)...)
 	client.PrependReactor("delete", "pods", uidPrecondition(t, client))
-	d, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
+	d, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: registry})
 	require.NoError(t, err)
 
 	err = d.ForceDelete(context.Background(), dead)
@@ -188,7 +188,11 @@ func TestDeleterRefusesWithoutSendingAnything(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			stored := loadPod(t, podTaintEvicted)
 			client := fake.NewClientset(objects(stored)...)
-			d, err := kube.NewDeleter(client.CoreV1(), "default", tt.opts)
+			opts := tt.opts
+			if opts.Selector == nil {
+				opts.Selector = registry
+			}
+			d, err := kube.NewDeleter(client.CoreV1(), "default", opts)
 			require.NoError(t, err)
 			ctx := tt.ctx
 			if ctx == nil {
@@ -207,12 +211,13 @@ func TestDeleterInScopeMatchesNamespaceAndSelector(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.InScope(loadPod(t, podTaintEvicted)))
 
-	unbound, err := kube.NewDeleter(fake.NewClientset().CoreV1(), "default", kube.DeleterOptions{})
+	whole, err := kube.NewDeleter(fake.NewClientset().CoreV1(), "default", kube.DeleterOptions{Selector: kube.WholeNamespace()})
 	require.NoError(t, err)
 	other := loadPod(t, podAlive)
 	other.Labels = map[string]string{"app": "other"}
-	require.NoError(t, unbound.InScope(other), "the zero DeleterOptions bound to the namespace only")
+	require.NoError(t, whole.InScope(other), "WholeNamespace() bounds to the namespace only")
 	require.Error(t, d.InScope(other))
+	require.Error(t, new(kube.Deleter).InScope(other), "a Deleter not built by NewDeleter admits nothing")
 }
 
 func TestDeleterDoesNotChangeThePod(t *testing.T) {

@@ -34,9 +34,14 @@
 //
 // Constructors check their input and return an error, never panic. Every
 // namespace is required: nothing in this package acts across namespaces.
-// Label selectors given to the sources are required too (labels.Everything()
-// selects all pods), so that a forgotten selector does not silently widen a
-// workload.
+// The label selectors of the sources and of the Deleter are required too,
+// and a selector of every pod is refused: nil, labels.Everything(),
+// labels.Nothing() (what metav1.LabelSelectorAsSelector(nil) returns; it
+// renders as "", which the API server reads as "every pod") and any other
+// empty selector. A forgotten selector therefore cannot make a check answer
+// healthy from another workload's pod, nor force-delete that workload's
+// dead pods. A tool that means the whole namespace says so with
+// WholeNamespace().
 //
 // # Concurrency
 //

@@ -103,13 +103,16 @@ func (s *ClaimSource) GetClaim(ctx context.Context, namespace, name string) (*co
 }
 
 // EvidencePolicyRules returns the rules that node and claim evidence need on
-// top of PolicyRules: get, list and watch nodes, which are cluster-scoped and
-// so need a ClusterRole, and get, list and watch persistentvolumeclaims in
-// the workload's namespace. Each call returns new slices.
+// top of PolicyRules, exactly the requests they send. Nodes are
+// cluster-scoped and so need a ClusterRole: list and watch (the node
+// informer behind a NodeSource) and get (LiveNodes, the one live read that
+// confirms a node is gone). Claims need, in the workload's namespace, list
+// and watch (the claim informer behind a ClaimSource, started for that
+// namespace only). Each call returns new slices.
 func EvidencePolicyRules() (cluster, namespaced []rbacv1.PolicyRule) {
 	return []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 		}, []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"list", "watch"}},
 		}
 }

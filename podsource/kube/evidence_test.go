@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -79,9 +78,9 @@ func checkerWithEvidence(t *testing.T, client *fake.Clientset) (*health.Checker,
 	nodes, claims := evidenceInformers(t, client)
 	live, err := kube.NewLiveNodes(client.CoreV1())
 	require.NoError(t, err)
-	source, err := kube.NewListerSource(startPodInformer(t, client, "default"), "default", labels.Everything())
+	source, err := kube.NewListerSource(startPodInformer(t, client, "default"), "default", registry)
 	require.NoError(t, err)
-	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{})
+	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: registry})
 	require.NoError(t, err)
 	checker, err := health.New(source, deleter, health.Options{
 		Nodes:     nodes,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -127,16 +127,8 @@ func TestDeadPodHandlerFiresOnTheInformersUpdate(t *testing.T) {
 	require.NoError(t, err)
 	_, err = factory.Core().V1().Pods().Informer().AddEventHandler(handler)
 	require.NoError(t, err)
-	watching := watchStarted(client)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); factory.Shutdown() }()
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	select {
-	case <-watching:
-	case <-time.After(eventually):
-		t.Fatal("the informer never started its pod watch")
-	}
+	testutil.StartInformers(t, client, factory, "pods")
+	ctx := context.Background()
 	enqueued := func() []string {
 		mu.Lock()
 		defer mu.Unlock()

@@ -39,10 +39,11 @@ type ListerSource struct {
 // match selector from lister, typically
 // factory.Core().V1().Pods().Lister() of a started and synced informer.
 //
-// namespace is required. selector is required too: pass
-// labels.Everything() to list every pod of the namespace; a nil selector is
-// refused so that a forgotten selector cannot widen a workload to the
-// whole namespace.
+// namespace is required. selector is required too and must select the
+// workload's pods: nil, labels.Everything(), labels.Nothing() and any
+// other empty selector are refused with an error, so that a forgotten
+// selector cannot widen a workload to the whole namespace. Pass
+// WholeNamespace() to list every pod of the namespace on purpose.
 func NewListerSource(lister corelisters.PodLister, namespace string, selector labels.Selector) (*ListerSource, error) {
 	if lister == nil {
 		return nil, errors.New("kube: NewListerSource: nil PodLister")
@@ -86,8 +87,11 @@ type ClientSource struct {
 // match selector through the typed client pods, typically
 // clientset.CoreV1().
 //
-// namespace is required. selector is required too: pass
-// labels.Everything() to list every pod of the namespace.
+// namespace is required. selector is required too, and refused as
+// NewListerSource refuses it: nil, labels.Everything(), labels.Nothing()
+// (which would send an empty labelSelector, read by the API server as
+// "every pod") and any other empty selector. Pass WholeNamespace() to list
+// every pod of the namespace on purpose.
 func NewClientSource(pods corev1client.PodsGetter, namespace string, selector labels.Selector) (*ClientSource, error) {
 	if pods == nil {
 		return nil, errors.New("kube: NewClientSource: nil PodsGetter")
@@ -122,11 +126,46 @@ func checkScope(fn, namespace string, selector labels.Selector) error {
 	if err := checkNamespace(fn, namespace); err != nil {
 		return err
 	}
+	return checkSelector(fn, selector)
+}
+
+// checkSelector refuses a nil selector and any selector that selects every
+// pod of the namespace, unless it is WholeNamespace().
+func checkSelector(fn string, selector labels.Selector) error {
 	if selector == nil {
-		return fmt.Errorf("kube: %s: nil label selector; pass labels.Everything() to select every pod of the namespace", fn)
+		return fmt.Errorf("kube: %s: nil label selector; pass the workload's selector, or kube.WholeNamespace() to select every pod of the namespace on purpose", fn)
+	}
+	if _, ok := selector.(wholeNamespace); ok {
+		return nil
+	}
+	// labels.Nothing() is not Empty, but its String() is "", which the API
+	// server reads as "every pod".
+	if selector.Empty() || selector.String() == "" {
+		return fmt.Errorf("kube: %s: label selector %q selects every pod of the namespace "+
+			"(labels.Everything(), labels.Nothing() and empty selectors are refused; "+
+			"metav1.LabelSelectorAsSelector(nil) returns labels.Nothing()); "+
+			"pass the workload's selector, or kube.WholeNamespace() to select every pod of the namespace on purpose", fn, selector.String())
 	}
 	return nil
 }
+
+// WholeNamespace returns the selector that puts every pod of the namespace
+// in scope on purpose, as a cluster administrator's tool that cleans up a
+// whole namespace may want. It is the only selector of every pod that
+// NewListerSource, NewClientSource and NewDeleter accept: they refuse
+// labels.Everything(), labels.Nothing() (what a nil metav1.LabelSelector
+// converts to, and which the API server reads as "everything") and any
+// other empty selector, so that a forgotten or mistyped selector cannot
+// widen a workload to its namespace, answer healthy from another
+// workload's pod and force-delete that workload's pods.
+//
+// The value matches every label set and renders as "". Adding a
+// requirement to it, or deep-copying it, returns an ordinary selector,
+// which is then judged on its own.
+func WholeNamespace() labels.Selector { return wholeNamespace{labels.Everything()} }
+
+// wholeNamespace marks the explicit choice of every pod of the namespace.
+type wholeNamespace struct{ labels.Selector }
 
 func checkNamespace(fn, namespace string) error {
 	if namespace == "" {

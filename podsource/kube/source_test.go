@@ -76,7 +76,7 @@ func TestListerSourceReturnsTheCachedObjectsUnchanged(t *testing.T) {
 
 func TestListerSourceWrapsListerError(t *testing.T) {
 	boom := errors.New("index broken")
-	src, err := kube.NewListerSource(failingLister{err: boom}, "default", labels.Everything())
+	src, err := kube.NewListerSource(failingLister{err: boom}, "default", registry)
 	require.NoError(t, err)
 	_, err = src.ListPods(context.Background())
 	require.ErrorIs(t, err, boom)
@@ -140,13 +140,18 @@ func TestConstructorsRejectBadInputWithoutPanicking(t *testing.T) {
 		{"lister source: nil lister", func() (any, error) { return kube.NewListerSource(nil, "default", registry) }, "nil PodLister"},
 		{"lister source: empty namespace", func() (any, error) { return kube.NewListerSource(lister, "", registry) }, "empty namespace"},
 		{"lister source: invalid namespace", func() (any, error) { return kube.NewListerSource(lister, "Not_A_Namespace", registry) }, "invalid namespace"},
-		{"lister source: nil selector", func() (any, error) { return kube.NewListerSource(lister, "default", nil) }, "labels.Everything()"},
+		{"lister source: nil selector", func() (any, error) { return kube.NewListerSource(lister, "default", nil) }, "nil label selector"},
 		{"client source: nil client", func() (any, error) { return kube.NewClientSource(nil, "default", registry) }, "nil PodsGetter"},
 		{"client source: empty namespace", func() (any, error) { return kube.NewClientSource(client.CoreV1(), "", registry) }, "empty namespace"},
-		{"client source: nil selector", func() (any, error) { return kube.NewClientSource(client.CoreV1(), "default", nil) }, "labels.Everything()"},
-		{"deleter: nil client", func() (any, error) { return kube.NewDeleter(nil, "default", kube.DeleterOptions{}) }, "nil PodsGetter"},
-		{"deleter: empty namespace", func() (any, error) { return kube.NewDeleter(client.CoreV1(), "", kube.DeleterOptions{}) }, "empty namespace"},
-		{"deleter: invalid namespace", func() (any, error) { return kube.NewDeleter(client.CoreV1(), "a/b", kube.DeleterOptions{}) }, "invalid namespace"},
+		{"client source: nil selector", func() (any, error) { return kube.NewClientSource(client.CoreV1(), "default", nil) }, "nil label selector"},
+		{"deleter: nil client", func() (any, error) { return kube.NewDeleter(nil, "default", kube.DeleterOptions{Selector: registry}) }, "nil PodsGetter"},
+		{"deleter: empty namespace", func() (any, error) {
+			return kube.NewDeleter(client.CoreV1(), "", kube.DeleterOptions{Selector: registry})
+		}, "empty namespace"},
+		{"deleter: invalid namespace", func() (any, error) {
+			return kube.NewDeleter(client.CoreV1(), "a/b", kube.DeleterOptions{Selector: registry})
+		}, "invalid namespace"},
+		{"deleter: zero options", func() (any, error) { return kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{}) }, "nil label selector"},
 		{"event observer: nil recorder", func() (any, error) { return kube.NewEventObserver(nil, kube.EventObserverOptions{}) }, "nil EventRecorder"},
 	}
 	for _, tt := range tests {
