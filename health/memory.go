@@ -41,10 +41,11 @@ type MemoryOptions struct {
 // not seen for TTL starts again. Over any churn it holds about the
 // terminating pods of the last two such checks, or Capacity if more
 // (TestFirstSightingsStayBoundedOverPodChurn). Checkers of different
-// workloads that share one Memory count as one stream of checks: if they
-// see more than Capacity terminating pods together, a workload checked
-// less often than two others may find its pods' waits restarted; give such
-// checkers a Capacity above their terminating pods, or a Memory each.
+// workloads that share one Memory count as one stream of checks: when they
+// see more than Capacity terminating pods together, a workload whose pods
+// go unseen while two other checks see terminating pods may have their
+// waits restarted. Give such checkers a Capacity above the terminating
+// pods they see together, or a Memory per workload.
 //
 // Share one Memory between Checkers that see the same pods (see
 // Options.Memory), in particular between checkers built per reconcile:
