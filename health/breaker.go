@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,13 +53,18 @@ type disruption struct {
 
 func (b Breaker) read(ctx context.Context) *disruption {
 	nodes, err := b.Nodes.ListNodes(ctx)
-	if err != nil {
+	switch {
+	case err != nil:
 		return &disruption{err: err}
+	case len(nodes) == 0:
+		// A cluster with pods has nodes: a lister that lists none has not
+		// synced, or is broken.
+		return &disruption{err: errors.New("the node lister listed no nodes")}
 	}
 	d := &disruption{zones: make(map[string]nodeHealth), byNode: make(map[string]string, len(nodes))}
-	for _, n := range nodes {
+	for i, n := range nodes {
 		if n == nil {
-			continue
+			return &disruption{err: fmt.Errorf("the node lister listed a nil node at index %d", i)}
 		}
 		zone := n.Labels[corev1.LabelTopologyZone]
 		d.byNode[n.Name] = zone

@@ -21,9 +21,15 @@ import (
 // unknown, there is no budget and no breaker, the Checker has a Memory of
 // its own with default bounds, and nobody is notified.
 type Options struct {
-	// DryRun classifies and reports what would be force-deleted, and calls
-	// neither the Deleter nor the Memory nor the Budget. Its health answer is
-	// the one the real check would give if every force delete succeeded.
+	// DryRun classifies and reports what would be force-deleted, and writes
+	// nothing that a real check reads: it calls neither the Deleter nor the
+	// Budget, and records neither deleted UIDs nor first sightings in the
+	// Memory. It keeps its own record of when it first saw pods
+	// terminating, apart in the Memory, and also counts the sightings of
+	// real checks sharing the Memory, so that over time it tells what a real
+	// check would do; a real check never counts a dry run's sightings, and
+	// waits its own full period. Its health answer is the one the real check
+	// would give if every force delete succeeded.
 	DryRun bool
 	// Logger gets one structured line per force delete (or would-be force
 	// delete in dry run), with the keys pod, node, uid, rule, reason and
@@ -81,7 +87,23 @@ type Observer interface {
 // documentation for the decision table.
 //
 // A Checker is safe for concurrent use by many goroutines. Concurrent checks
-// that meet the same dead pod send one DELETE between them.
+// that meet the same dead pod, in one Checker or in Checkers sharing a
+// Memory, send one DELETE between them: the later ones wait for its result
+// (or for their own context to end) and report DeletedEarlier when it
+// removed the pod. The Observer hears each listed pod once per check, with
+// its final report.
+//
+// A check does not recover panics. A panic in a dependency (PodSource,
+// Deleter, Observer, Options.Nodes, Options.LiveNodes, Options.Claims,
+// Breaker.Nodes) goes on up the stack and ends the check, which reports
+// nothing more, and it leaves nothing held: a force delete in flight is
+// ended, and checks waiting for it get DeleteFailed with an error, so none
+// hangs; the pod is not remembered as deleted, and the next check decides
+// about it afresh. A Deleter that panics may have sent its DELETE before it
+// panicked, so the budget charge of that DELETE stays spent; if the DELETE
+// went through, the next one finds the pod gone (WasAlreadyGone), since it
+// carries the same UID precondition. First sightings recorded before the
+// panic are kept: they are true.
 type Checker struct {
 	source        PodSource
 	deleter       Deleter
@@ -201,7 +223,7 @@ func (c *Checker) Classify(ctx context.Context, pod *corev1.Pod) Verdict {
 	if pod == nil {
 		return Verdict{State: Alive, Reason: "nil pod"}
 	}
-	k := check{Checker: c, ctx: ctx, now: c.clock.Now()}
+	k := check{Checker: c, ctx: ctx, now: c.clock.Now(), classifyOnly: true}
 	return k.classify(pod)
 }
 
@@ -214,6 +236,9 @@ type check struct {
 	report     *Report
 	evidence   *evidence   // made on first use
 	disruption *disruption // read on first use
+	// classifyOnly is true for Classify, which records first sightings but
+	// opens no generation of them (see sightings).
+	classifyOnly bool
 }
 
 // run is Check, filling in report when it is not nil. With no report and
@@ -437,9 +462,19 @@ func (k *check) holdBack(pod *corev1.Pod, v Verdict) string {
 
 func (k *check) getEvidence() *evidence {
 	if k.evidence == nil {
-		k.evidence = &evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, now: k.now, sightings: k.memory.sightings}
+		k.evidence = &evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, now: k.now, sightings: k.firstSightings()}
 	}
 	return k.evidence
+}
+
+// firstSightings returns the first-seen records that this check writes and
+// reads. A dry run writes only a record of its own, which real checks never
+// read, and reads the real checks' record without writing it.
+func (k *check) firstSightings() *checkSightings {
+	if k.dryRun {
+		return &checkSightings{record: k.memory.dryRunSightings, shared: k.memory.sightings, peek: k.classifyOnly}
+	}
+	return &checkSightings{record: k.memory.sightings, peek: k.classifyOnly}
 }
 
 // objectRef names an object in logs the way Kubernetes' structured logging

@@ -26,7 +26,7 @@ type evidence struct {
 	nodes     NodeGetter // nil: no node evidence
 	live      NodeGetter // nil: a missing node is never confirmed gone
 	now       time.Time
-	sightings *sightings
+	sightings *checkSightings
 	seen      map[string]nodeFact
 }
 
@@ -86,7 +86,8 @@ func (e *evidence) lookUp(name string) nodeFact {
 // terminatingSince returns when this Checker (or one sharing its Memory)
 // first saw the pod with a deletionTimestamp, on the Checker's own clock,
 // so that clock skew between nodes and the API server cannot fool a rule.
-// It is the zero time for a pod that is not terminating.
+// A dry run counts its own sightings and those of real checks, and records
+// only its own. It is the zero time for a pod that is not terminating.
 func (e *evidence) terminatingSince(pod *corev1.Pod) time.Time {
 	if e == nil || pod.DeletionTimestamp == nil || pod.UID == "" {
 		return time.Time{}

@@ -33,6 +33,20 @@ type MemoryOptions struct {
 // It also makes concurrent checks that meet the same dead pod send a single
 // DELETE: the later ones wait for the first one's result.
 //
+// It also records when pods were first seen terminating, for
+// TerminatingTooLong, with bounds of its own: a pod listed by one of the
+// last two checks that saw terminating pods is never forgotten for room,
+// however many pods are stuck, so that every one of them gets its turn;
+// other pods are kept up to Capacity, least recently seen first out; a pod
+// not seen for TTL starts again. Over any churn it holds about the
+// terminating pods of the last two such checks, or Capacity if more
+// (TestFirstSightingsStayBoundedOverPodChurn). Checkers of different
+// workloads that share one Memory count as one stream of checks: when they
+// see more than Capacity terminating pods together, a workload whose pods
+// go unseen while two other checks see terminating pods may have their
+// waits restarted. Give such checkers a Capacity above the terminating
+// pods they see together, or a Memory per workload.
+//
 // Share one Memory between Checkers that see the same pods (see
 // Options.Memory), in particular between checkers built per reconcile:
 // a Checker with a Memory of its own forgets, when it is dropped, what it
@@ -51,8 +65,13 @@ type Memory struct {
 	// checks send one DELETE per pod.
 	inflight inflight
 
-	// sightings remembers when pods were first seen terminating.
+	// sightings remembers when pods were first seen terminating, with
+	// bounds of its own (see sightings): the Memory's capacity for the pods
+	// that no recent check listed, and no limit on those that one did.
 	sightings *sightings
+	// dryRunSightings is the same record for dry runs, which real checks
+	// never read, so that a dry run cannot shorten a real check's wait.
+	dryRunSightings *sightings
 }
 
 type rememberedUID struct {
@@ -69,10 +88,11 @@ func NewMemory(opts MemoryOptions) *Memory {
 		opts.TTL = defaultMemoryTTL
 	}
 	return &Memory{
-		capacity:  opts.Capacity,
-		ttl:       opts.TTL,
-		deleted:   make(map[types.UID]time.Time),
-		sightings: newSightings(opts.Capacity, opts.TTL),
+		capacity:        opts.Capacity,
+		ttl:             opts.TTL,
+		deleted:         make(map[types.UID]time.Time),
+		sightings:       newSightings(opts.Capacity, opts.TTL),
+		dryRunSightings: newSightings(opts.Capacity, opts.TTL),
 	}
 }
 

@@ -6,15 +6,27 @@ import (
 	"time"
 )
 
-// sightings remembers when something was first seen, for a bounded number
-// of keys, in least-recently-seen order. A key not seen again for idle is
-// forgotten; when full, the key seen least recently goes. Every operation
-// costs O(1). It is safe for concurrent use.
+// sightings remembers when pods were first seen terminating, so that
+// TerminatingTooLong can measure the wait on the Checker's own clock. It is
+// bounded without starving anyone:
+//
+//   - Sightings are counted in generations: each check that records a
+//     sighting opens a generation, and records all of its sightings in it.
+//     A key seen in the current or the previous generation is never evicted
+//     for room, so every pod listed by the latest check keeps its first
+//     sighting, however many pods there are.
+//   - Other keys are kept up to capacity, least recently seen evicted first.
+//   - A key not seen for idle is forgotten, and starts again.
+//
+// So it holds at most the larger of capacity and the keys of the last two
+// generations (plus the keys of checks still running), whatever the churn.
+// Every operation costs O(1) amortised. It is safe for concurrent use.
 type sightings struct {
 	capacity int
 	idle     time.Duration
 
 	mu    sync.Mutex
+	gen   uint64                   // the latest generation opened
 	seen  map[string]*list.Element // of *sighting
 	order list.List                // front: seen most recently
 }
@@ -22,38 +34,71 @@ type sightings struct {
 type sighting struct {
 	key         string
 	first, last time.Time
+	gen         uint64 // the latest generation that saw it
 }
 
 func newSightings(capacity int, idle time.Duration) *sightings {
 	return &sightings{capacity: capacity, idle: idle, seen: make(map[string]*list.Element)}
 }
 
-// see records a sighting of key at now and returns the first one.
-func (s *sightings) see(key string, now time.Time) time.Time {
+// open starts a generation and returns it.
+func (s *sightings) open() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	return s.gen
+}
+
+// current returns the latest generation, opening none.
+func (s *sightings) current() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// see records a sighting of key at now in generation gen and returns the
+// first one.
+func (s *sightings) see(key string, gen uint64, now time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.seen[key]; ok {
 		x := e.Value.(*sighting)
 		if now.Sub(x.last) < s.idle {
-			x.last = now
+			if now.After(x.last) {
+				x.last = now
+			}
+			x.gen = max(x.gen, gen)
 			s.order.MoveToFront(e)
 			return x.first
 		}
 		s.removeLocked(e)
 	}
 	for s.order.Len() >= s.capacity {
-		s.removeLocked(s.order.Back())
+		back := s.order.Back()
+		x := back.Value.(*sighting)
+		if x.gen+1 >= s.gen && now.Sub(x.last) < s.idle {
+			break // seen by one of the last two generations, and not idle: kept
+		}
+		s.removeLocked(back)
 	}
-	s.seen[key] = s.order.PushFront(&sighting{key: key, first: now, last: now})
+	s.seen[key] = s.order.PushFront(&sighting{key: key, first: now, last: now, gen: gen})
 	return now
 }
 
-func (s *sightings) forget(key string) {
+// peek returns the first sighting of key, if it is remembered and not
+// idle at now, without recording anything.
+func (s *sightings) peek(key string, now time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.seen[key]; ok {
-		s.removeLocked(e)
+	e, ok := s.seen[key]
+	if !ok {
+		return time.Time{}, false
 	}
+	x := e.Value.(*sighting)
+	if now.Sub(x.last) >= s.idle {
+		return time.Time{}, false
+	}
+	return x.first, true
 }
 
 func (s *sightings) removeLocked(e *list.Element) {
@@ -65,4 +110,36 @@ func (s *sightings) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.order.Len()
+}
+
+// checkSightings is one check's use of the first-seen records: it records
+// in record, all in one generation opened on its first sighting. A dry run
+// records in a record of its own, and reads the real checks' record
+// (shared) without writing it, so that it answers as a real check that had
+// been running would.
+type checkSightings struct {
+	record *sightings
+	shared *sightings // read only; nil unless a dry run
+	// peek opens no generation: for a classification outside a check,
+	// which must not age the checks' sightings.
+	peek bool
+	gen  uint64
+}
+
+// see records a sighting of key at now and returns the first one.
+func (c *checkSightings) see(key string, now time.Time) time.Time {
+	if c.gen == 0 {
+		if c.peek {
+			c.gen = c.record.current()
+		} else {
+			c.gen = c.record.open()
+		}
+	}
+	first := c.record.see(key, c.gen, now)
+	if c.shared != nil {
+		if t, ok := c.shared.peek(key, now); ok && t.Before(first) {
+			first = t
+		}
+	}
+	return first
 }
