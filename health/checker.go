@@ -439,10 +439,14 @@ func (k *check) send(pod *corev1.Pod, v Verdict) result {
 	return res
 }
 
-// holdBack returns why the policy or the breaker keeps a dead pod, or "".
+// holdBack returns why the pod's annotation, its malformed status, the
+// policy or the breaker keeps a dead pod, or "".
 func (k *check) holdBack(pod *corev1.Pod, v Verdict) string {
 	if optedOut(pod) {
 		return "opted out by annotation " + AnnotationForceDelete + "=" + forceDeleteNever
+	}
+	if why := malformed(pod); why != "" {
+		return why
 	}
 	if !v.Fenced {
 		if why := k.policy.needsFencing(k.ctx, pod); why != "" && !fenced(pod, k.getEvidence()) {

