@@ -70,8 +70,12 @@
 // back (Outcome HeldBack, with PodReport.HeldBack saying why) when:
 //
 //   - it carries the annotation podhealth.io/force-delete=never;
+//   - it is malformed: two of its conditions share a type, which the API
+//     server never serves;
 //   - Options.Fencing says it needs fencing evidence (by default: owned by a
-//     StatefulSet, or mounting a ReadWriteOnce or ReadWriteOncePod claim)
+//     StatefulSet, mounting a ReadWriteOnce or ReadWriteOncePod claim, or
+//     mounting an inline volume that one node writes at a time; see
+//     FenceStateful)
 //     and neither its verdict nor its node shows that its containers cannot
 //     run: the node is gone, or not Ready with the
 //     node.kubernetes.io/out-of-service taint;
@@ -100,5 +104,6 @@
 //
 // Checker, Memory and DeleteBudget are safe for concurrent use. Concurrent
 // checks that meet the same dead pod send a single DELETE and share its
-// outcome. An Evidence belongs to one check.
+// outcome. Panics in dependencies are not recovered and leave nothing held;
+// see Checker.
 package health
