@@ -47,7 +47,8 @@ func BenchmarkSightingsWhenFull(b *testing.B) {
 		keys[i] = fmt.Sprint("uid-", i)
 	}
 	i := 0
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		s.see(keys[i%len(keys)], t0)
 		i++
 	}

@@ -274,7 +274,9 @@ func TestPodsIsSafeForConcurrentUse(t *testing.T) {
 	f := fake.New(fake.Options{ListLag: 3})
 	var wg sync.WaitGroup
 	for i := range 8 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for j := range 50 {
 				p := pod(string(rune('a'+i)) + "-" + string(rune('a'+j%26)))
 				_ = f.Add(p)
@@ -282,7 +284,7 @@ func TestPodsIsSafeForConcurrentUse(t *testing.T) {
 				_, _ = f.ForceDelete(context.Background(), p)
 				_ = f.Deletes()
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	require.Len(t, f.Deletes(), 8*50)
