@@ -13,6 +13,9 @@
 //     ctx.Err().
 //   - ListPods is safe for concurrent use.
 //
+// Filter narrows any source to the pods that a function keeps, without a
+// second list.
+//
 // Implementations: package podsource/fake (in memory, for tests) and
 // package podsource/kube (client-go).
 package podsource
