@@ -34,7 +34,8 @@ func BenchmarkCheck(b *testing.B) {
 				}
 				ctx := context.Background()
 				b.ReportAllocs()
-				for b.Loop() {
+				b.ResetTimer()
+				for range b.N {
 					if healthy, err := checker.Check(ctx); err != nil || !healthy {
 						b.Fatalf("Check() = %v, %v", healthy, err)
 					}

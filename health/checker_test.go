@@ -477,10 +477,12 @@ func TestConcurrentChecksSendOneDeletePerDeadPod(t *testing.T) {
 	errs := make([]error, workers)
 	healthy := make([]bool, workers)
 	for w := range workers {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			healthy[w], errs[w] = checker.Check(context.Background())
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()

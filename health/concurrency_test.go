@@ -119,7 +119,9 @@ func TestConcurrentChecksAndMutationsStaySafe(t *testing.T) {
 			})
 			checker, err := health.New(stores[w], deleter, health.Options{Memory: memory})
 			require.NoError(t, err)
-			checkers.Go(func() {
+			checkers.Add(1)
+			go func() {
+				defer checkers.Done()
 				// Check at least checksPerChecker times, and on until the
 				// mutators are done.
 				for i := 0; ; i++ {
@@ -142,9 +144,13 @@ func TestConcurrentChecksAndMutationsStaySafe(t *testing.T) {
 						errsMu.Unlock()
 					}
 				}
-			})
+			}()
 		}
-		mutators.Go(func() { mutate(t, stores[w], w, mutations) })
+		mutators.Add(1)
+		go func() {
+			defer mutators.Done()
+			mutate(t, stores[w], w, mutations)
+		}()
 	}
 	mutators.Wait()
 	close(mutated)

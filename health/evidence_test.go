@@ -426,10 +426,12 @@ func TestSharedBudgetHoldsUnderConcurrentChecks(t *testing.T) {
 		pods := fake.New(fake.Options{}, seed...)
 		all = append(all, pods)
 		checker := newChecker(t, pods, health.Options{Budget: budget})
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			_, err := checker.Check(context.Background())
 			require.NoError(t, err)
-		})
+		}()
 	}
 	wg.Wait()
 	sent := 0

@@ -141,7 +141,8 @@ func BenchmarkSightingsWhenFull(b *testing.B) {
 		keys[i] = fmt.Sprint("uid-", i)
 	}
 	i := 0
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if i%defaultMemoryCapacity == 0 {
 			s.open()
 		}

@@ -259,7 +259,9 @@ func TestPropertySharedBudgetHoldsInEveryWindow(t *testing.T) {
 			checker, err := health.New(store, deleter, health.Options{Clock: sim.clk, Budget: budget})
 			require.NoError(t, err)
 			pause := 5*time.Second + time.Duration(r.Int64N(int64(25*time.Second)))
-			wg.Go(func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				defer sim.exit()
 				for sim.clk.Now().Before(start.Add(horizon)) {
 					if _, err := checker.Check(context.Background()); err != nil {
@@ -268,7 +270,7 @@ func TestPropertySharedBudgetHoldsInEveryWindow(t *testing.T) {
 					}
 					sim.sleep(pause)
 				}
-			})
+			}()
 		}
 		finishes(t, "the simulation", wg.Wait)
 
@@ -444,7 +446,8 @@ func TestWaitersOnAPanickingDeleteGetAResult(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range waiters {
 		ctx := newDoneWatcher()
-		wg.Go(func() { reports[w], errs[w] = checker.CheckReport(ctx) })
+		wg.Add(1)
+		go func() { defer wg.Done(); reports[w], errs[w] = checker.CheckReport(ctx) }()
 		finishes(t, "waiting for the waiter", func() { <-ctx.waiting })
 	}
 	close(release)
@@ -618,10 +621,12 @@ func TestCheckSharingAnotherChecksDeleteReportsDeletedEarlier(t *testing.T) {
 	var first, second health.Report
 	var firstErr, secondErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { first, firstErr = checker.CheckReport(context.Background()) })
+	wg.Add(1)
+	go func() { defer wg.Done(); first, firstErr = checker.CheckReport(context.Background()) }()
 	<-entered
 	ctx := newDoneWatcher()
-	wg.Go(func() { second, secondErr = checker.CheckReport(ctx) })
+	wg.Add(1)
+	go func() { defer wg.Done(); second, secondErr = checker.CheckReport(ctx) }()
 	finishes(t, "waiting for the second check to wait", func() { <-ctx.waiting })
 	close(release)
 	finishes(t, "the checks", wg.Wait)

@@ -158,7 +158,9 @@ func listConcurrently(ctx context.Context, src health.PodSource, want []podKey) 
 	var wg sync.WaitGroup
 	errs := make([]error, concurrentLists)
 	for i := range concurrentLists {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			got, err := src.ListPods(ctx)
 			if err != nil {
 				errs[i] = fmt.Errorf("concurrent ListPods %d: %w", i, err)
@@ -167,7 +169,7 @@ func listConcurrently(ctx context.Context, src health.PodSource, want []podKey) 
 			if diff := cmp.Diff(want, keysOf(got)); diff != "" {
 				errs[i] = fmt.Errorf("concurrent ListPods %d differs (-want +got):\n%s", i, diff)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)

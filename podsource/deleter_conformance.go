@@ -238,7 +238,8 @@ func (t *deleterTest) deletesConcurrently() {
 	errs := make([]error, len(pods))
 	args := deepCopyAll(pods)
 	for i := range pods {
-		wg.Go(func() { errs[i] = d.ForceDelete(context.Background(), args[i]) })
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = d.ForceDelete(context.Background(), args[i]) }()
 	}
 	wg.Wait()
 	for i, p := range pods {

@@ -39,6 +39,9 @@
 // enforce the UID precondition and the grace period, since the fake's
 // tracker deletes whatever it is asked to.
 //
+// Filter narrows any source to the pods that a function keeps, without a
+// second list.
+//
 // Implementations: package podsource/fake (in memory, for tests) and
 // package podsource/kube (client-go). Both pass both suites.
 package podsource

@@ -239,14 +239,18 @@ func (c *controller) run(ctx context.Context, workers int, resync time.Duration)
 	c.log.Info("starting", "namespace", c.cfg.Namespace, "workloads", c.cfg.Workloads, "dryRun", c.cfg.DryRun, "workers", workers)
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for c.processNext(ctx) {
 			}
-		})
+		}()
 	}
 	c.enqueueAll()
 	if resync > 0 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			t := time.NewTicker(resync)
 			defer t.Stop()
 			for {
@@ -257,7 +261,7 @@ func (c *controller) run(ctx context.Context, workers int, resync time.Duration)
 					c.enqueueAll()
 				}
 			}
-		})
+		}()
 	}
 	<-ctx.Done()
 	c.log.Info("shutting down")

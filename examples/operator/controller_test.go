@@ -343,7 +343,11 @@ func TestRunOverInformerReplacesTheDeadPodAndStopsCleanly(t *testing.T) {
 	})
 
 	var wg sync.WaitGroup
-	wg.Go(func() { c.run(ctx, 2, time.Hour) })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.run(ctx, 2, time.Hour)
+	}()
 
 	require.Eventually(t, func() bool {
 		list, err := pods.Lister().Pods("default").List(workloadSelector("registry"))

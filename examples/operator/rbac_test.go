@@ -88,7 +88,11 @@ func TestRBACManifestAllowsEveryRequestTheControllerSends(t *testing.T) {
 		return c
 	})
 	var wg sync.WaitGroup
-	wg.Go(func() { c.run(ctx, 1, time.Hour) })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.run(ctx, 1, time.Hour)
+	}()
 
 	seen := func(verb, resource string) bool {
 		for _, a := range client.Actions() {

@@ -256,7 +256,9 @@ func TestPodsIsSafeForConcurrentUse(t *testing.T) {
 	f := fake.New(fake.Options{ListLag: 3})
 	var wg sync.WaitGroup
 	for i := range 8 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for j := range 50 {
 				p := pod(string(rune('a'+i)) + "-" + string(rune('a'+j%26)))
 				_ = f.Add(p)
@@ -264,7 +266,7 @@ func TestPodsIsSafeForConcurrentUse(t *testing.T) {
 				_ = f.ForceDelete(context.Background(), p)
 				_ = f.Deletes()
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	require.Len(t, f.Deletes(), 8*50)
