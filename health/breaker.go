@@ -27,7 +27,9 @@ const (
 // topology.kubernetes.io/zone) and the whole cluster, and trips when either
 // has at least MinUnhealthy nodes not Ready making up at least
 // UnhealthyShare of its nodes, or when every node of the cluster is not
-// Ready. The zero value (no Nodes) never trips.
+// Ready. It also trips when its Nodes cannot be read or list no node at
+// all, since it then knows nothing about the cluster. The zero value (no
+// Nodes) never trips.
 type Breaker struct {
 	Nodes NodeLister
 	// UnhealthyShare is the share of not-Ready nodes at which it trips.
@@ -78,6 +80,11 @@ func (b Breaker) read(ctx context.Context) *disruption {
 func (b Breaker) tripped(d *disruption, node string) string {
 	if d.err != nil {
 		return "cannot read node health: " + d.err.Error()
+	}
+	if d.cluster.total == 0 {
+		// An empty list is a cache that has not synced, or a lister that
+		// sees nothing: no reading of the cluster's health at all.
+		return "no nodes seen"
 	}
 	share, min := b.UnhealthyShare, b.MinUnhealthy
 	if share <= 0 {
