@@ -169,7 +169,6 @@ func TestScenarioStatefulPodWaitsForFencing(t *testing.T) {
 	podFactory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
 	nodeFactory := informers.NewSharedInformerFactory(c, 0)
 	podLister := podFactory.Core().V1().Pods().Lister()
-	nodeLister := nodeFactory.Core().V1().Nodes().Lister()
 	loop := newStsLoop()
 	// A change to a node can be the evidence a held-back pod waits for.
 	if _, err := nodeFactory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -197,7 +196,7 @@ func TestScenarioStatefulPodWaitsForFencing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeSource, err := kube.NewNodeSource(nodeLister)
+	nodeSource, err := kube.NewNodeSource(nodeFactory.Core().V1().Nodes())
 	if err != nil {
 		t.Fatal(err)
 	}

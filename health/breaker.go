@@ -28,7 +28,9 @@ const (
 // topology.kubernetes.io/zone) and the whole cluster, and trips when either
 // has at least MinUnhealthy nodes not Ready making up at least
 // UnhealthyShare of its nodes, or when every node of the cluster is not
-// Ready. The zero value (no Nodes) never trips.
+// Ready. It also trips when its Nodes cannot be read or list no node at
+// all, since it then knows nothing about the cluster. The zero value (no
+// Nodes) never trips.
 type Breaker struct {
 	Nodes NodeLister
 	// UnhealthyShare is the share of not-Ready nodes at which it trips.
@@ -58,8 +60,8 @@ func (b Breaker) read(ctx context.Context) *disruption {
 		return &disruption{err: err}
 	case len(nodes) == 0:
 		// A cluster with pods has nodes: a lister that lists none has not
-		// synced, or is broken.
-		return &disruption{err: errors.New("the node lister listed no nodes")}
+		// synced, or sees nothing, so there is no reading of its health.
+		return &disruption{err: errors.New("no nodes seen")}
 	}
 	d := &disruption{zones: make(map[string]nodeHealth), byNode: make(map[string]string, len(nodes))}
 	for i, n := range nodes {

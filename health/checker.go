@@ -307,13 +307,19 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 }
 
 // classify gives pod its verdict, reading its facts once and asking for
-// node evidence only for pods that are deleting or terminal.
+// node evidence only for pods that are deleting or terminal, or bound to a
+// node when a node can be confirmed gone (Options.Nodes and
+// Options.LiveNodes): then each pod costs one lookup of its node in the
+// check's table, and each node one lookup per check.
 func (k *check) classify(pod *corev1.Pod) Verdict {
 	f := factsOf(pod)
+	if k.liveNodes != nil && k.nodes != nil && pod.Spec.NodeName != "" && k.getEvidence().gone(pod.Spec.NodeName) {
+		f |= onGoneNode
+	}
 	switch {
 	case f == 0 && k.factsRules:
 		return aliveByDefault // the common case: a running pod, no rule applies
-	case k.evidenceRules && f&(deleting|terminal) != 0:
+	case k.evidenceRules && f&(deleting|terminal|onGoneNode) != 0:
 		return k.rules.classify(pod, f, k.getEvidence())
 	default:
 		return k.rules.classify(pod, f, nil)

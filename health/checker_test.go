@@ -242,7 +242,7 @@ func TestLaggingSourceDeletesEachUIDOnce(t *testing.T) {
 }
 
 func TestMemoryExpiresSoAVeryStaleSourceIsAskedAgain(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)) // past the pod's deletion deadline
 	pods := fake.New(fake.Options{ListLag: 100}, taintEvicted("dead"))
 	checker := newChecker(t, pods, health.Options{Clock: clk, Memory: health.NewMemory(health.MemoryOptions{TTL: time.Minute})})
 

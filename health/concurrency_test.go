@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -78,7 +79,7 @@ func TestConcurrentChecksAndMutationsStaySafe(t *testing.T) {
 				// mutators only ever move pods towards dead, so what is
 				// dead now is still dead when the delete lands.
 				if current, err := store.Get(ns, name); err == nil && current.UID == uid {
-					if s := wantState(current); s != health.Dead {
+					if s := wantState(current, time.Now()); s != health.Dead { // the checkers use the real clock; dead then is dead now
 						log.violate("force delete of %s (uid %s), which is %v", name, uid, s)
 					}
 				}
@@ -112,7 +113,7 @@ func TestConcurrentChecksAndMutationsStaySafe(t *testing.T) {
 		for range checkersPerWorkld {
 			// Each checker's deleter checks the pod as the checker listed it.
 			deleter := health.DeleterFunc(func(ctx context.Context, pod *corev1.Pod) error {
-				if s := wantState(pod); s != health.Dead {
+				if s := wantState(pod, time.Now()); s != health.Dead {
 					logs[w].violate("the Deleter got pod %s (uid %s), which is %v", pod.Name, pod.UID, s)
 				}
 				return stores[w].ForceDelete(ctx, pod)

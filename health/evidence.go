@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,16 +84,78 @@ func (e *evidence) lookUp(name string) nodeFact {
 	}
 }
 
+// gone reports whether a live read confirmed the named node gone. It is
+// what a check asks about every pod bound to a node, so after the first
+// pod of a node it costs one map lookup.
+func (e *evidence) gone(name string) bool {
+	_, gone, err := e.node(name)
+	return err == nil && gone
+}
+
 // terminatingSince returns when this Checker (or one sharing its Memory)
 // first saw the pod with a deletionTimestamp, on the Checker's own clock,
 // so that clock skew between nodes and the API server cannot fool a rule.
 // A dry run counts its own sightings and those of real checks, and records
-// only its own. It is the zero time for a pod that is not terminating.
+// only its own. A pod without a UID cannot be followed from check to check:
+// for it, the wait starts now, every time.
 func (e *evidence) terminatingSince(pod *corev1.Pod) time.Time {
-	if e == nil || pod.DeletionTimestamp == nil || pod.UID == "" {
-		return time.Time{}
+	if pod.DeletionTimestamp == nil || pod.UID == "" {
+		return e.now
 	}
 	return e.sightings.see(string(pod.UID), e.now)
+}
+
+// deletionOverdue reports whether a live kubelet would have finished the
+// pod's graceful deletion by now: its deletion deadline (the
+// deletionTimestamp, which already includes the grace period) has passed
+// on the Checker's clock. A clock far behind the API server's only delays
+// the verdict; one far ahead brings it forward by as much, which is why a
+// verdict on this evidence alone is never fenced.
+func (e *evidence) deletionOverdue(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && !e.now.Before(pod.DeletionTimestamp.Time)
+}
+
+// gracePeriod returns the pod's grace period: its
+// deletionGracePeriodSeconds, or else its terminationGracePeriodSeconds,
+// or else Kubernetes' default of 30 seconds. A negative one counts as zero;
+// a huge one saturates at the longest Duration.
+func gracePeriod(pod *corev1.Pod) time.Duration {
+	switch {
+	case pod.DeletionGracePeriodSeconds != nil:
+		return seconds(*pod.DeletionGracePeriodSeconds)
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return seconds(*pod.Spec.TerminationGracePeriodSeconds)
+	default:
+		return seconds(corev1.DefaultTerminationGracePeriodSeconds)
+	}
+}
+
+// seconds converts secs to a Duration without overflow: a negative count
+// is zero, and one beyond the range of Duration is the longest Duration.
+func seconds(secs int64) time.Duration {
+	switch {
+	case secs <= 0:
+		return 0
+	case secs > int64(math.MaxInt64/time.Second):
+		return math.MaxInt64
+	default:
+		return time.Duration(secs) * time.Second
+	}
+}
+
+// addSaturating adds two Durations that are not negative, saturating at
+// the longest Duration instead of wrapping around.
+func addSaturating(a, b time.Duration) time.Duration {
+	if a < 0 {
+		a = 0
+	}
+	if b < 0 {
+		b = 0
+	}
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 var (
@@ -109,6 +172,32 @@ func nodeReady(node *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// nodeDown reports whether node evidence says the node is not Ready: its
+// Ready condition is False or Unknown, or it carries the unreachable or the
+// not-ready taint of the node-lifecycle controller.
+func nodeDown(node *corev1.Node) bool {
+	if node == nil {
+		return false
+	}
+	if hasTaint(node, corev1.TaintNodeUnreachable) || hasTaint(node, corev1.TaintNodeNotReady) {
+		return true
+	}
+	for i := range node.Status.Conditions {
+		c := &node.Status.Conditions[i]
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionFalse || c.Status == corev1.ConditionUnknown
+		}
+	}
+	return false
+}
+
+// nodeUp reports whether node evidence says the node is Ready: its Ready
+// condition is True and it carries neither the unreachable nor the
+// not-ready taint. A node that is neither up nor down is no evidence.
+func nodeUp(node *corev1.Node) bool {
+	return node != nil && !nodeDown(node) && nodeReady(node)
 }
 
 func hasTaint(node *corev1.Node, key string) bool {

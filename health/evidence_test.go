@@ -108,9 +108,9 @@ func TestNodeAwareRules(t *testing.T) {
 		{name: "node missing from the cache but the live read finds it: terminating",
 			pod: newPod("p", onNode("n1"), deleting), live: []*corev1.Node{newNode("n1", notReady)},
 			want: podOutcome{"p", health.Terminating, health.RuleGracefulDeletion, health.NoAction, false}},
-		{name: "node gone but the pod is not being deleted: alive, node rules only confirm deletions",
+		{name: "node gone and the pod is not being deleted: an orphan, dead and fenced",
 			pod: newPod("p", onNode("gone")), live: []*corev1.Node{},
-			want: podOutcome{"p", health.Alive, "", health.NoAction, false}},
+			want: podOutcome{"p", health.Dead, health.RuleNodeGone, health.ForceDeleted, false}},
 		{name: "node out of service and not Ready: dead and fenced",
 			pod: newPod("p", onNode("n1"), deleting), cache: []*corev1.Node{newNode("n1", notReady, outOfService)},
 			want: podOutcome{"p", health.Dead, health.RuleOutOfService, health.ForceDeleted, false}},
@@ -270,7 +270,7 @@ func TestStatefulPodWithoutNodeEvidenceIsHeldBack(t *testing.T) {
 }
 
 func TestBudgetLimitsForceDeletesPerWindow(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)) // past the pods' deletion deadlines
 	budget, err := health.NewDeleteBudget(3, time.Minute)
 	require.NoError(t, err)
 	var seed []*corev1.Pod

@@ -50,14 +50,40 @@ var (
 // WithWhen returns r declaring the facts it needs.
 func WithWhen(r Rule, f Facts) Rule { r.when = f; return r }
 
-// Classify judges pod from the pod alone, as a Checker without node
-// evidence does. A nil pod is Alive with the reason "nil pod".
+// Classify judges pod from the pod alone, with no evidence at all: the
+// rules that need evidence (TaintEvicted, whose verdict depends on the
+// node or the clock, and the node rules) have no opinion. A nil pod is
+// Alive with the reason "nil pod".
 func (rs Rules) Classify(pod *corev1.Pod) Verdict {
 	if pod == nil {
 		return Verdict{State: Alive, Reason: "nil pod"}
 	}
 	return rs.classify(pod, factsOf(pod), nil)
 }
+
+// ClassifyAt judges pod as a Checker without node evidence (Options.Nodes
+// nil) does when its clock reads now. A nil pod is Alive with the reason
+// "nil pod".
+func (rs Rules) ClassifyAt(pod *corev1.Pod, now time.Time) Verdict {
+	if pod == nil {
+		return Verdict{State: Alive, Reason: "nil pod"}
+	}
+	f := factsOf(pod)
+	if f&(deleting|terminal) == 0 {
+		return rs.classify(pod, f, nil)
+	}
+	ev := &evidence{ctx: context.Background(), now: now, sightings: &checkSightings{record: newSightings(1, time.Minute)}}
+	return rs.classify(pod, f, ev)
+}
+
+// GracePeriod is the grace period the rules read from a pod.
+var GracePeriod = gracePeriod
+
+// Seconds and AddSaturating are the saturating time arithmetic of the rules.
+var (
+	Seconds       = seconds
+	AddSaturating = addSaturating
+)
 
 func (m *Memory) Remember(uid types.UID, now time.Time)       { m.remember(uid, now) }
 func (m *Memory) Remembers(uid types.UID, now time.Time) bool { return m.remembers(uid, now) }

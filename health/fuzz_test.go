@@ -34,8 +34,9 @@ func FuzzClassify(f *testing.F) {
 	f.Add([]byte{5, 4, 1, 0, 0, 0, 3, 0, 1, 2, 6, 0, 0, 0}) // anything, with conditions
 	rules := health.DefaultRules()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pod := genPod(&byteChooser{data: data}, 0)
-		requireClassification(t, rules, pod, shuffleSeed(data))
+		c := &byteChooser{data: data}
+		pod := genPod(c, 0)
+		requireClassification(t, rules, pod, genNow(c, 2), shuffleSeed(data))
 	})
 }
 

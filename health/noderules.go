@@ -18,19 +18,24 @@ const (
 // it dead, in DefaultRules.
 const defaultTerminatingMargin = 5 * time.Minute
 
-// nodeGone marks dead a terminating pod whose node no longer exists. The
-// node must be confirmed gone by a live read (see Options.LiveNodes): a
-// cache may lag, or never have synced. Without that the rule has no
-// opinion. Its verdict is fenced: with its node gone, the pod cannot run.
+// nodeGone marks dead a pod whose node no longer exists, with or without a
+// deletionTimestamp, as Kubernetes' pod garbage collector does after its
+// quarantine. The node must be confirmed gone by a live read (see
+// Options.LiveNodes): a cache may lag, be filtered, or never have synced.
+// Without that the rule has no opinion; a pod not bound to a node never
+// matches. A check sets the onGoneNode fact only with node evidence, so the
+// rule costs live pods nothing without it. Its verdict is fenced: with its
+// node gone, the pod cannot run.
 func nodeGone() Rule {
-	return Rule{Name: ruleNodeGone, when: deleting, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
-		if pod.DeletionTimestamp == nil || pod.Spec.NodeName == "" {
+	return Rule{Name: ruleNodeGone, when: onGoneNode, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
+		if pod.Spec.NodeName == "" || !ev.gone(pod.Spec.NodeName) {
 			return Verdict{}, false
 		}
-		if _, gone, err := ev.node(pod.Spec.NodeName); err != nil || !gone {
-			return Verdict{}, false
+		reason := "node " + pod.Spec.NodeName + " is gone, confirmed by a live read"
+		if pod.DeletionTimestamp != nil {
+			reason = "deletionTimestamp set and " + reason
 		}
-		return Verdict{State: Dead, Fenced: true, Reason: "deletionTimestamp set and node " + pod.Spec.NodeName + " is gone"}, true
+		return Verdict{State: Dead, Fenced: true, Reason: reason}, true
 	}}
 }
 
@@ -51,14 +56,16 @@ func outOfService() Rule {
 }
 
 // TerminatingTooLong returns the rule, named TerminatingTooLong, that marks
-// dead a pod that has been terminating for longer than its grace period plus
-// margin on a node that is not Ready. Both clocks must agree: the pod's
-// deletionTimestamp plus its grace period plus margin has passed, and so has
-// its grace period plus margin since this Checker first saw it terminating
-// on a node that was not Ready, on its own clock, so that clock skew cannot
-// shorten the wait. A margin of zero or less means 5 minutes, the margin of
-// DefaultRules. Its verdict is not fenced: the node may only be partitioned.
-// It needs node evidence (Options.Nodes).
+// dead a pod that stays terminating for longer than margin past its
+// deletion deadline on a node that is not Ready. Both clocks must agree:
+// margin has passed since the pod's deletionTimestamp (which already
+// includes its grace period), and its grace period plus margin have passed
+// since this Checker first saw it terminating, on its own clock, so that
+// clock skew cannot shorten the wait. Any grace period, however large or
+// negative, and any timestamp only ever lengthen the wait: the arithmetic
+// saturates instead of overflowing. A margin of zero or less means 5
+// minutes, the margin of DefaultRules. Its verdict is not fenced: the node
+// may only be partitioned. It needs node evidence (Options.Nodes).
 func TerminatingTooLong(margin time.Duration) Rule {
 	if margin <= 0 {
 		margin = defaultTerminatingMargin
@@ -71,16 +78,11 @@ func TerminatingTooLong(margin time.Duration) Rule {
 		if err != nil || node == nil || nodeReady(node) {
 			return Verdict{}, false
 		}
-		wait := margin
-		if pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds > 0 {
-			wait += time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
-		}
-		now := ev.now
 		since := ev.terminatingSince(pod)
-		if now.Sub(since) < wait || now.Before(pod.DeletionTimestamp.Add(wait)) {
+		if ev.now.Sub(pod.DeletionTimestamp.Time) < margin || ev.now.Sub(since) < addSaturating(gracePeriod(pod), margin) {
 			return Verdict{}, false
 		}
-		return Verdict{State: Dead, Reason: "terminating past its grace period and margin on node " + pod.Spec.NodeName + ", which is not Ready"}, true
+		return Verdict{State: Dead, Reason: "terminating past its deletion deadline and margin on node " + pod.Spec.NodeName + ", which is not Ready"}, true
 	}}
 }
 

@@ -36,6 +36,10 @@ const (
 	terminal
 	// disrupted: the pod has a DisruptionTarget=True condition.
 	disrupted
+	// onGoneNode: a live read confirmed that the pod's node is gone. Unlike
+	// the others, factsOf does not read it: a check sets it, with node
+	// evidence only, at the cost of one lookup per node and check.
+	onGoneNode
 )
 
 // factsOf returns the facts that hold for pod.
@@ -74,22 +78,43 @@ const (
 const reasonDeletionByTaintManager = "DeletionByTaintManager"
 
 // DefaultRules returns the default rule set. The rules are safe: they only
-// speed up a deletion that Kubernetes already decided, or remove a pod whose
-// containers already stopped. In order, by Name:
+// speed up a deletion that Kubernetes already decided and no kubelet will
+// finish, or remove a pod whose containers already stopped or whose node is
+// gone. In order, by Name:
 //
 //  1. TaintEvicted: deletionTimestamp set and DisruptionTarget=True with
-//     reason DeletionByTaintManager: Dead.
+//     reason DeletionByTaintManager, which the taint-eviction controller
+//     sets for any NoExecute taint the pod does not tolerate, on a Ready
+//     node too. With node evidence (Options.Nodes), Dead when the node is
+//     gone (confirmed by Options.LiveNodes) or not Ready (Ready False or
+//     Unknown, or the node.kubernetes.io/unreachable or
+//     node.kubernetes.io/not-ready taint); on a Ready node the rule has no
+//     opinion, and the kubelet finishes the graceful deletion. Without node
+//     evidence (none configured, the lookup failed, or the node shows
+//     neither), Dead once the deletion deadline (the deletionTimestamp,
+//     which includes the grace period) has passed on the Checker's clock:
+//     a live kubelet would have removed the pod by then. Only a verdict on
+//     a gone or out-of-service node is fenced, so a stateful pod still
+//     waits for fencing evidence.
 //  2. TerminatedByKubelet: phase Failed and DisruptionTarget=True with reason
 //     TerminationByKubelet: Dead, with or without a deletionTimestamp.
-//  3. NodeGone, OutOfService and TerminatingTooLong (with a margin of 5
-//     minutes): a terminating pod whose node is confirmed gone, is out of
-//     service, or has not been Ready for the pod's grace period plus the
-//     margin: Dead. They need node evidence (Options.Nodes); without it they
-//     have no opinion.
-//  4. GracefulDeletion: any other pod with a deletionTimestamp (a drain, a
-//     preemption, a user's delete): Terminating, never force-deleted.
-//  5. FinishedPod: any other pod in phase Succeeded or Failed: Finished.
-//  6. StaleDisruptionTarget: DisruptionTarget=True without a deletionTimestamp
+//  3. NodeGone: a pod bound to a node that a live read confirms gone
+//     (Options.Nodes says NotFound, then Options.LiveNodes says NotFound
+//     too), with or without a deletionTimestamp, running or not: Dead and
+//     fenced, as Kubernetes' pod garbage collector would decide after its
+//     quarantine.
+//  4. OutOfService and TerminatingTooLong (with a margin of 5 minutes): a
+//     terminating pod whose node is not Ready and out of service, or not
+//     Ready while the pod stays terminating for the margin past its
+//     deletion deadline (and its grace period plus the margin since the
+//     Checker first saw it terminating, on its own clock): Dead.
+//     NodeGone, OutOfService and TerminatingTooLong need node evidence;
+//     without it they have no opinion.
+//  5. GracefulDeletion: any other pod with a deletionTimestamp (a drain, a
+//     preemption, a user's delete, a taint eviction from a Ready node):
+//     Terminating, never force-deleted.
+//  6. FinishedPod: any other pod in phase Succeeded or Failed: Finished.
+//  7. StaleDisruptionTarget: DisruptionTarget=True without a deletionTimestamp
 //     on a running pod: Alive, since the condition can be stale.
 //
 // Any other pod is Alive. Each call returns a new slice that the caller may
@@ -164,14 +189,30 @@ func (rs Rules) validate() error {
 }
 
 // taintEvicted marks dead a pod that the taint-eviction controller is
-// deleting: its node went away and the toleration ran out, so no kubelet will
-// ever confirm the graceful deletion.
+// deleting when no kubelet will finish the graceful deletion: its node is
+// gone or not Ready, or, without node evidence, its deletion deadline has
+// passed. On a Ready node (an admin's NoExecute maintenance taint) it has
+// no opinion, and GracefulDeletion keeps the pod terminating. Its verdict
+// is fenced only when the node evidence fences (see nodeFences).
 func taintEvicted() Rule {
-	return Rule{Name: ruleTaintEvicted, when: deleting | disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: ruleTaintEvicted, when: deleting | disrupted, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil || !hasDisruptionTarget(pod, reasonDeletionByTaintManager) {
 			return Verdict{}, false
 		}
-		return Verdict{State: Dead, Reason: "deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager"}, true
+		const why = "deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager"
+		node, gone, err := ev.node(pod.Spec.NodeName)
+		switch {
+		case err == nil && gone:
+			return Verdict{State: Dead, Fenced: true, Reason: why + ", node " + pod.Spec.NodeName + " is gone"}, true
+		case err == nil && nodeDown(node):
+			return Verdict{State: Dead, Fenced: nodeFences(node, false), Reason: why + ", node " + pod.Spec.NodeName + " is not Ready"}, true
+		case err == nil && nodeUp(node):
+			return Verdict{}, false // a live kubelet finishes the graceful deletion
+		}
+		if !ev.deletionOverdue(pod) {
+			return Verdict{}, false
+		}
+		return Verdict{State: Dead, Reason: why + ", no node evidence, and the deletion deadline has passed"}, true
 	}}
 }
 

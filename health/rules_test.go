@@ -2,6 +2,7 @@ package health_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -9,6 +10,10 @@ import (
 
 	"github.com/podhealth/podhealth/health"
 )
+
+// afterDeadline is a time after the deletion deadline of every test pod,
+// when a Checker without node evidence calls a taint-evicted pod dead.
+var afterDeadline = deletedAt.Add(time.Hour)
 
 func TestDefaultRulesClassify(t *testing.T) {
 	tests := []struct {
@@ -19,7 +24,7 @@ func TestDefaultRulesClassify(t *testing.T) {
 	}{
 		{"running pod is alive", newPod("p"), health.Alive, ""},
 		{"pending pod is alive", newPod("p", phase(corev1.PodPending)), health.Alive, ""},
-		{"taint-evicted and deleting is dead", taintEvicted("p"), health.Dead, health.RuleTaintEvicted},
+		{"taint-evicted and deleting, past its deadline, is dead", taintEvicted("p"), health.Dead, health.RuleTaintEvicted},
 		{"taint-eviction condition without deletionTimestamp is alive: the condition can be stale",
 			newPod("p", disruption("DeletionByTaintManager")), health.Alive, health.RuleStaleDisruptionTarget},
 		{"failed and terminated by kubelet is dead without deletionTimestamp",
@@ -47,7 +52,7 @@ func TestDefaultRulesClassify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.pod.DeepCopy()
-			got := health.DefaultRules().Classify(tt.pod)
+			got := health.DefaultRules().ClassifyAt(tt.pod, afterDeadline)
 			require.Equal(t, tt.wantState, got.State, "verdict %+v", got)
 			require.Equal(t, tt.wantRule, got.Rule)
 			require.NotEmpty(t, got.Reason)
@@ -56,7 +61,8 @@ func TestDefaultRulesClassify(t *testing.T) {
 	}
 }
 
-// The pods a real control plane left behind classify as documented.
+// The pods a real control plane left behind classify as documented, by a
+// Checker without node evidence after their deletion deadlines.
 func TestDefaultRulesOnRealClusterPods(t *testing.T) {
 	tests := []struct {
 		file string
@@ -69,7 +75,7 @@ func TestDefaultRulesOnRealClusterPods(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			got := health.DefaultRules().Classify(fixturePod(t, tt.file))
+			got := health.DefaultRules().ClassifyAt(fixturePod(t, tt.file), afterDeadline)
 			require.Equal(t, tt.want, got.State, "verdict %+v", got)
 		})
 	}
@@ -109,7 +115,7 @@ func TestRulesComposeFirstOpinionWins(t *testing.T) {
 	canary := taintEvicted("canary")
 	canary.Labels = map[string]string{"canary": "true"}
 	require.Equal(t, health.Verdict{State: health.Alive, Rule: "KeepCanary", Reason: "canary pods are never deleted"}, rules.Classify(canary))
-	require.Equal(t, health.RuleTaintEvicted, rules.Classify(taintEvicted("other")).Rule, "a rule without opinion hands over to the next one")
+	require.Equal(t, health.RuleTaintEvicted, rules.ClassifyAt(taintEvicted("other"), afterDeadline).Rule, "a rule without opinion hands over to the next one")
 }
 
 func TestEmptyRulesCallEverythingAlive(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource/fake"
@@ -72,6 +73,16 @@ var (
 	genFinalizers = []string{"example.com/backup", "kubernetes", ""}
 	genOwnerKinds = []string{"ReplicaSet", "StatefulSet", "DaemonSet", "Job", "", "Strange"}
 	genTimes      = []time.Time{deletedAt.Time, {}, time.Unix(0, 0).UTC(), time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)}
+	// genNows are times around the deletion deadlines that genTimes holds,
+	// and far off either way; genLateNows are after every one of them.
+	genNows = []time.Time{
+		deletedAt.Add(-time.Second), deletedAt.Time, deletedAt.Add(30 * time.Second),
+		{}, time.Unix(0, 0).UTC(), time.Unix(-1<<62, 0).UTC(), time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	genLateNows = []time.Time{time.Date(2262, 1, 1, 0, 0, 1, 0, time.UTC), time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(1<<62, 0).UTC()}
+	// genSteps are how far the clock moves between the two checks of a
+	// scenario: less than the Memory's TTL, which the invariants assume.
+	genSteps = []time.Duration{0, 0, time.Second, 5 * time.Minute}
 )
 
 // genOptions say which hostile inputs a generated scenario may hold.
@@ -136,10 +147,13 @@ type fault struct {
 
 // scenario is one generated input: the list a source hands out (names and
 // UIDs unique, as the API server guarantees; UIDs possibly empty) and the
-// faults, by pod name.
+// faults, by pod name, and what the Checker's clock reads at its first
+// check (now) and how far it moves before the second (step).
 type scenario struct {
 	pods   []*corev1.Pod
 	faults map[string]fault
+	now    time.Time
+	step   time.Duration
 }
 
 func genScenario(c chooser, o genOptions) scenario {
@@ -163,7 +177,21 @@ func genScenario(c chooser, o genOptions) scenario {
 			sc.faults[p.Name] = fault{kind: faultKind(c.IntN(int(kinds))), persist: c.IntN(2) == 0}
 		}
 	}
+	// Drawn last, so that the pods decode from the same bytes as before;
+	// mostly late, so that dead pods stay as common as before.
+	sc.now = genNow(c, 8)
+	sc.step = pick(c, genSteps)
 	return sc
+}
+
+// genNow is the time a Checker's clock reads: in one draw of aroundOneIn
+// around a deletion deadline or far off (genNows), else after every
+// deadline (genLateNows), where taint-evicted pods are dead.
+func genNow(c chooser, aroundOneIn int) time.Time {
+	if c.IntN(aroundOneIn) == 0 {
+		return pick(c, genNows)
+	}
+	return pick(c, genLateNows)
 }
 
 // genPod starts from one of the shapes the decision table cares about and
@@ -298,9 +326,11 @@ func rawString(c chooser) string {
 func ptr[T any](v T) *T { return &v }
 
 // wantState restates the documented default rules (README, "Which pods are
-// dead") without using package health. The node-aware rules have no opinion
-// without node evidence, which the scenarios do not configure.
-func wantState(p *corev1.Pod) health.State {
+// dead") without using package health, for a Checker whose clock reads now.
+// The scenarios configure no node evidence: the node-aware rules have no
+// opinion, and a taint-evicted pod is dead once its deletionTimestamp (the
+// deletion deadline) is not after now.
+func wantState(p *corev1.Pod, now time.Time) health.State {
 	disruptedFor := func(reason string) bool {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == reason {
@@ -310,7 +340,7 @@ func wantState(p *corev1.Pod) health.State {
 		return false
 	}
 	switch {
-	case p.DeletionTimestamp != nil && disruptedFor(health.ReasonDeletionByTaintManager):
+	case p.DeletionTimestamp != nil && disruptedFor(health.ReasonDeletionByTaintManager) && !now.Before(p.DeletionTimestamp.Time):
 		return health.Dead
 	case p.Status.Phase == corev1.PodFailed && disruptedFor(corev1.PodReasonTerminationByKubelet):
 		return health.Dead
@@ -545,7 +575,7 @@ func validList(pods []*corev1.Pod) bool {
 // requireInvariants checks one check's outcome against the listed pods.
 // removedBefore holds the UIDs whose deletes counted as deleted in earlier
 // checks of the same Memory; on return it also holds this check's.
-func requireInvariants(t testing.TB, listed []*corev1.Pod, o outcome, withReport bool, removedBefore map[types.UID]bool) {
+func requireInvariants(t testing.TB, listed []*corev1.Pod, now time.Time, o outcome, withReport bool, removedBefore map[types.UID]bool) {
 	t.Helper()
 	byUID := map[types.UID]*corev1.Pod{}
 	for _, p := range listed {
@@ -575,7 +605,7 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, o outcome, withReport
 		require.Equal(t, pod.Namespace, call.Namespace)
 		require.True(t, pod.DeletionTimestamp != nil || killedByKubelet(pod),
 			"pod %s has no deletionTimestamp and was not terminated by the kubelet, yet it was force-deleted", pod.Name)
-		require.Equal(t, health.Dead, wantState(pod), "pod %s is %v, yet it was force-deleted", pod.Name, wantState(pod))
+		require.Equal(t, health.Dead, wantState(pod, now), "pod %s is %v, yet it was force-deleted", pod.Name, wantState(pod, now))
 		require.False(t, wantHeldBack(pod), "pod %s must be held back, yet it was force-deleted", pod.Name)
 		require.False(t, removedBefore[call.UID], "UID %s was deleted again although the Memory remembers it", call.UID)
 		_, twice := sentNow[call.UID]
@@ -589,7 +619,7 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, o outcome, withReport
 	// neither column (rows D8 and D9).
 	alive, allRemoved, stopped := 0, true, false
 	for i, p := range listed {
-		state := wantState(p)
+		state := wantState(p, now)
 		want := health.NoAction
 		if state == health.Alive {
 			alive++
@@ -703,32 +733,38 @@ func permuted(r *rand.Rand, pods []*corev1.Pod) []*corev1.Pod {
 // default one allocates its 4,096-slot ring on the first delete.
 func smallMemory() *health.Memory { return health.NewMemory(health.MemoryOptions{Capacity: 64}) }
 
-// requireChecks runs two checks over a scenario with one Checker and
-// checks the invariants of each: the second check sees the same stale list,
-// so the UIDs the first removed must not be sent again and every other dead
-// pod must be retried. withReport picks CheckReport or Check.
+// requireChecks runs two checks over a scenario with one Checker, its clock
+// moved on by the scenario's step between them, and checks the invariants
+// of each: the second check sees the same stale list, so the UIDs the first
+// removed must not be sent again and every other pod dead by then must be
+// sent. withReport picks CheckReport or Check.
 func requireChecks(t testing.TB, sc scenario, withReport bool) {
 	t.Helper()
 	w := newWorld(t, sc, sc.pods)
-	checker, err := health.New(w.store, w.store, health.Options{Memory: smallMemory()})
+	clk := clocktesting.NewFakePassiveClock(sc.now)
+	checker, err := health.New(w.store, w.store, health.Options{Memory: smallMemory(), Clock: clk})
 	require.NoError(t, err)
 	snap := takeSnapshot(t, sc.pods)
 	removed := map[types.UID]bool{}
 
 	first := w.check(checker, withReport)
 	snap.requireUnchanged(t, sc.pods)
-	requireInvariants(t, sc.pods, first, withReport, removed)
+	requireInvariants(t, sc.pods, sc.now, first, withReport, removed)
 
+	later := sc.now.Add(sc.step)
+	clk.SetTime(later)
 	second := w.check(checker, withReport)
 	snap.requireUnchanged(t, sc.pods)
 	snap.requireSameJSON(t, sc.pods)
-	requireInvariants(t, sc.pods, second, withReport, removed)
-	if !validList(sc.pods) {
+	requireInvariants(t, sc.pods, later, second, withReport, removed)
+	if !validList(sc.pods) || second.cancelled {
+		// A pod that died between the checks may cancel the second one
+		// (row D7), which requireInvariants has checked.
 		return
 	}
 	var wantRetried, gotRetried []types.UID
 	for _, p := range sc.pods {
-		if p.UID != "" && p.Name != "" && wantState(p) == health.Dead && !wantHeldBack(p) && !slices.ContainsFunc(first.calls, func(c fake.DeleteCall) bool {
+		if p.UID != "" && p.Name != "" && wantState(p, later) == health.Dead && !wantHeldBack(p) && !slices.ContainsFunc(first.calls, func(c fake.DeleteCall) bool {
 			return c.UID == p.UID && countsAsDeleted(c.Err)
 		}) {
 			wantRetried = append(wantRetried, p.UID)
@@ -739,7 +775,7 @@ func requireChecks(t testing.TB, sc scenario, withReport bool) {
 	}
 	slices.Sort(wantRetried)
 	slices.Sort(gotRetried)
-	require.Empty(t, cmp.Diff(wantRetried, gotRetried), "the second check must retry exactly the dead pods that the first did not remove")
+	require.Empty(t, cmp.Diff(wantRetried, gotRetried), "the second check must send exactly the dead pods that the first did not remove")
 }
 
 // requireOrderIndependent checks a scenario as listed and again with its
@@ -751,10 +787,11 @@ func requireOrderIndependent(t testing.TB, sc scenario, r *rand.Rand) {
 	t.Helper()
 	run := func(listed []*corev1.Pod) outcome {
 		w := newWorld(t, sc, listed)
-		checker, err := health.New(w.store, w.store, health.Options{Memory: smallMemory()})
+		clk := clocktesting.NewFakePassiveClock(sc.now)
+		checker, err := health.New(w.store, w.store, health.Options{Memory: smallMemory(), Clock: clk})
 		require.NoError(t, err)
 		o := w.check(checker, true)
-		requireInvariants(t, listed, o, true, map[types.UID]bool{})
+		requireInvariants(t, listed, sc.now, o, true, map[types.UID]bool{})
 		return o
 	}
 	first := run(sc.pods)

@@ -240,7 +240,7 @@ func TestPropertySharedBudgetHoldsInEveryWindow(t *testing.T) {
 		checkers := 1 + r.IntN(5)
 		budget, err := health.NewDeleteBudget(limit, window)
 		require.NoError(t, err)
-		start := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+		start := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC) // past the test pods' deletion deadline
 		sim := &simulation{clk: clocktesting.NewFakeClock(start), running: checkers}
 
 		var wg sync.WaitGroup
@@ -300,7 +300,7 @@ func TestPanicInADependencyLeavesNothingHeld(t *testing.T) {
 		opts     health.Options
 		panicked bool
 	}
-	gone := fake.NewNodes() // neither cache nor live read knows node-lost: gone
+	gone := fake.NewNodes(trustNode("a", true)) // neither cache nor live read knows node-lost: gone
 	lostNode := fake.NewNodes(trustNode("node-lost", false))
 	fencedNode := fake.NewNodes(trustNode("node-lost", false, corev1.TaintNodeOutOfService))
 	cluster := fake.NewNodes(trustNode("node-lost", false), trustNode("a", true), trustNode("b", true), trustNode("c", true))

@@ -9,8 +9,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/podhealth/podhealth/health"
 )
@@ -22,35 +24,57 @@ var (
 	_ health.ClaimGetter = (*ClaimSource)(nil)
 )
 
-// NodeSource gives the Checker node evidence from an informer's node
-// lister: health.Options.Nodes and health.Breaker.Nodes. It sends no
-// request to the API server, and returns the cache's own objects, which
-// must be treated as read-only. A NodeSource is safe for concurrent use.
+// ErrNodeCacheNotSynced is the error, wrapped, of a NodeSource whose
+// informer has not synced yet. It is not a NotFound error: a Checker takes
+// it for "unknown", never for "gone".
+var ErrNodeCacheNotSynced = errors.New("the node informer's cache has not synced")
+
+// NodeSource gives the Checker node evidence from a node informer's cache:
+// health.Options.Nodes and health.Breaker.Nodes. It sends no request to the
+// API server, and returns the cache's own objects, which must be treated as
+// read-only. Until the informer has synced, GetNode and ListNodes return an
+// error wrapping ErrNodeCacheNotSynced, so that an empty cache is never
+// taken for missing nodes. A NodeSource is safe for concurrent use.
 type NodeSource struct {
 	lister corelisters.NodeLister
+	synced cache.InformerSynced
 }
 
-// NewNodeSource returns a NodeSource over lister, typically
-// factory.Core().V1().Nodes().Lister() of a started and synced informer.
-func NewNodeSource(lister corelisters.NodeLister) (*NodeSource, error) {
-	if lister == nil {
-		return nil, errors.New("kube: NewNodeSource: nil NodeLister")
+// NewNodeSource returns a NodeSource over a node informer, typically
+// factory.Core().V1().Nodes(). It registers the informer with its factory,
+// so call it before factory.Start. Taking the informer rather than its
+// lister lets the NodeSource know when the cache has synced.
+func NewNodeSource(nodes coreinformers.NodeInformer) (*NodeSource, error) {
+	if nodes == nil {
+		return nil, errors.New("kube: NewNodeSource: nil NodeInformer")
 	}
-	return &NodeSource{lister: lister}, nil
+	informer := nodes.Informer()
+	if informer == nil {
+		return nil, errors.New("kube: NewNodeSource: the NodeInformer has no informer")
+	}
+	return &NodeSource{lister: nodes.Lister(), synced: informer.HasSynced}, nil
 }
 
-// GetNode returns the cached node; a missing node is a NotFound error.
+// GetNode returns the cached node; a missing node is a NotFound error, and
+// a cache that has not synced an ErrNodeCacheNotSynced one.
 func (s *NodeSource) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kube: getting node from cache: %w", err)
 	}
+	if !s.synced() {
+		return nil, fmt.Errorf("kube: getting node %q: %w", name, ErrNodeCacheNotSynced)
+	}
 	return s.lister.Get(name)
 }
 
-// ListNodes returns every cached node.
+// ListNodes returns every cached node, or an ErrNodeCacheNotSynced error
+// before the cache has synced.
 func (s *NodeSource) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kube: listing nodes from cache: %w", err)
+	}
+	if !s.synced() {
+		return nil, fmt.Errorf("kube: listing nodes: %w", ErrNodeCacheNotSynced)
 	}
 	return s.lister.List(labels.Everything())
 }

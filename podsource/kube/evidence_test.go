@@ -27,7 +27,7 @@ func loadNode(t testing.TB, file string) *corev1.Node {
 func evidenceInformers(t *testing.T, client *fake.Clientset) (*kube.NodeSource, *kube.ClaimSource) {
 	t.Helper()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	nodes, err := kube.NewNodeSource(factory.Core().V1().Nodes().Lister())
+	nodes, err := kube.NewNodeSource(factory.Core().V1().Nodes())
 	require.NoError(t, err)
 	claims, err := kube.NewClaimSource(factory.Core().V1().PersistentVolumeClaims().Lister())
 	require.NoError(t, err)
@@ -132,4 +132,65 @@ func TestLiveNodesConfirmsAMissingNodeWithOneGet(t *testing.T) {
 	require.Equal(t, health.Dead, report.Pods[0].Verdict.State)
 	require.Equal(t, "NodeGone", report.Pods[0].Verdict.Rule)
 	require.Equal(t, []string{"get nodes", "delete pods"}, verbs(client, before))
+}
+
+// A node informer that has not synced holds no evidence: its empty cache
+// must not say NotFound, or a Checker would ask whether every node is gone.
+func TestNodeSourceIsNoEvidenceUntilItsInformerHasSynced(t *testing.T) {
+	client := fake.NewClientset(loadNode(t, "node-healthy.json"))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodes, err := kube.NewNodeSource(factory.Core().V1().Nodes())
+	require.NoError(t, err)
+
+	_, err = nodes.GetNode(context.Background(), "node-healthy")
+	require.ErrorIs(t, err, kube.ErrNodeCacheNotSynced)
+	require.False(t, apierrors.IsNotFound(err), "an unsynced cache is unknown, not NotFound: %v", err)
+	_, err = nodes.ListNodes(context.Background())
+	require.ErrorIs(t, err, kube.ErrNodeCacheNotSynced)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		require.True(t, ok, "cache of %v did not sync", typ)
+	}
+	got, err := nodes.GetNode(context.Background(), "node-healthy")
+	require.NoError(t, err)
+	require.Equal(t, "node-healthy", got.Name)
+	_, err = nodes.GetNode(context.Background(), "nowhere")
+	require.True(t, apierrors.IsNotFound(err), "once synced, a missing node is NotFound: %v", err)
+}
+
+// With an unsynced node cache every node is unknown: a StatefulSet pod
+// that an admin's NoExecute taint evicts from a Ready node, and an orphan
+// candidate, are never force-deleted, no live read is sent on the word of
+// the empty cache, and the breaker holds back.
+func TestUnsyncedNodeCacheNeverLeadsToAForceDelete(t *testing.T) {
+	draining := loadPod(t, podTaintEvicted)
+	draining.Spec.NodeName = "node-healthy"
+	draining.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts"}}
+	running := loadPod(t, podAlive)
+	client := fake.NewClientset(loadNode(t, "node-healthy.json"), draining, running)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodes, err := kube.NewNodeSource(factory.Core().V1().Nodes()) // never started
+	require.NoError(t, err)
+	live, err := kube.NewLiveNodes(client.CoreV1())
+	require.NoError(t, err)
+	source, err := kube.NewListerSource(startPodInformer(t, client, "default"), "default", kube.WholeNamespace())
+	require.NoError(t, err)
+	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: kube.WholeNamespace()})
+	require.NoError(t, err)
+	checker, err := health.New(source, deleter, health.Options{Nodes: nodes, LiveNodes: live, Breaker: health.Breaker{Nodes: nodes}})
+	require.NoError(t, err)
+	before := len(client.Actions())
+
+	for range 3 {
+		report, err := checker.CheckReport(context.Background())
+		require.NoError(t, err)
+		for _, p := range report.Pods {
+			require.NotEqual(t, health.ForceDeleted, p.Outcome, "pod %s: %+v", p.Pod.Name, p.Verdict)
+		}
+	}
+	require.Empty(t, deleteActions(client))
+	require.Empty(t, verbs(client, before), "no request at all: the empty cache is no reason for a live read")
 }

@@ -69,7 +69,7 @@ func TestPolicyRulesGrantExactlyWhatAFullRunSends(t *testing.T) {
 	podLister := namespaced.Core().V1().Pods().Lister()
 	claims, err := kube.NewClaimSource(namespaced.Core().V1().PersistentVolumeClaims().Lister())
 	require.NoError(t, err)
-	nodes, err := kube.NewNodeSource(cluster.Core().V1().Nodes().Lister())
+	nodes, err := kube.NewNodeSource(cluster.Core().V1().Nodes())
 	require.NoError(t, err)
 	testutil.StartInformers(t, client, namespaced, "pods", "persistentvolumeclaims")
 	testutil.StartInformers(t, client, cluster, "nodes")
