@@ -43,7 +43,8 @@ type Options struct {
 	Rules Rules
 	// Nodes gets a pod's node, typically from a node informer's cache, for
 	// the node-aware rules and the fencing evidence. Nil means no node
-	// evidence: the node-aware rules have no opinion, and pods that need
+	// evidence: TaintEvicted then waits for the pod's deletionTimestamp to
+	// pass, the other node-aware rules have no opinion, and pods that need
 	// fencing are held back.
 	Nodes NodeGetter
 	// LiveNodes is asked when Nodes says a node is missing, typically a

@@ -3,7 +3,8 @@
 //
 // When a node fails, the taint-eviction controller marks its pods
 // DisruptionTarget=True (reason DeletionByTaintManager) and deletes them
-// gracefully; no kubelet is left to confirm, so they stay Terminating for
+// gracefully (it does so for any untolerated NoExecute taint, on Ready nodes
+// too); no kubelet is left to confirm, so they stay Terminating for
 // ever. A Checker finds such pods, force-deletes them (grace period 0, with
 // a UID precondition) and answers "healthy" only from the pods still alive.
 //
@@ -86,10 +87,13 @@
 //     says when to check again.
 //
 // Node evidence comes through the optional Options.Nodes (a node cache) and
-// Options.LiveNodes (a live read, the only proof that a node is gone). The
-// node-aware rules NodeGone, OutOfService and TerminatingTooLong use it to
-// call terminating pods dead; without it they have no opinion, and pods that
-// need fencing are held back.
+// Options.LiveNodes (a live read, the only proof that a node is gone).
+// TaintEvicted uses it to tell a failed node from a Ready one (without it, a
+// taint-evicted pod is dead only past its deletionTimestamp on the Checker's
+// clock); NodeGone calls dead any pod whose node a live read confirms gone;
+// OutOfService and TerminatingTooLong call terminating pods dead on a node
+// that is not Ready. Without node evidence those three have no opinion, and
+// pods that need fencing are held back.
 //
 // # Stale caches
 //
