@@ -1,0 +1,238 @@
+// Package registry shows podhealth in the shape of a catalog registry
+// reconciler: for each catalog source, one "registry" pod, created with
+// generateName, labelled with the catalog source's name and annotated with
+// a hash of its pod spec. CheckRegistryServer answers whether a current
+// registry pod is alive, force-deleting the pods that died with their node;
+// EnsureRegistryServer creates a new pod when it answers (false, nil).
+//
+// The Reconciler is cheap and built per call, as such operators do: what
+// must outlive a call, the record of what was force-deleted, lives in a
+// health.Memory that the caller creates once and passes to every
+// Reconciler.
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/dump"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
+	"github.com/podhealth/podhealth/podsource/kube"
+)
+
+const (
+	// CatalogSourceLabel ties a registry pod to its catalog source: the
+	// pods of catalog source c are labelled CatalogSourceLabel=c.
+	CatalogSourceLabel = "olm.catalogSource"
+	// SpecHashAnnotation holds the hash of the pod spec a registry pod was
+	// created from (CatalogSource.SpecHash).
+	SpecHashAnnotation = "olm.pod-spec-hash"
+	// ContainerName is the name of the registry pod's one container.
+	ContainerName = "registry"
+	// GRPCPort is the port the registry serves on.
+	GRPCPort = 50051
+)
+
+// CatalogSource is what a registry pod is built from.
+type CatalogSource struct {
+	Name      string
+	Namespace string
+	// Image is the registry image.
+	Image string
+}
+
+// Validate returns an error when s cannot describe a registry pod.
+func (s CatalogSource) Validate() error {
+	var problems []string
+	if msgs := validation.IsDNS1123Label(s.Namespace); len(msgs) > 0 {
+		problems = append(problems, fmt.Sprintf("namespace %q: %s", s.Namespace, strings.Join(msgs, "; ")))
+	}
+	if s.Name == "" {
+		problems = append(problems, "empty name")
+	} else {
+		// The name is a label value and the prefix of generateName.
+		msgs := append(validation.IsValidLabelValue(s.Name), validation.IsDNS1123Subdomain(s.Name+"-x")...)
+		if len(msgs) > 0 {
+			problems = append(problems, fmt.Sprintf("name %q: %s", s.Name, strings.Join(msgs, "; ")))
+		}
+	}
+	if s.Image == "" {
+		problems = append(problems, "empty image")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("registry: invalid catalog source %s/%s: %s", s.Namespace, s.Name, strings.Join(problems, ", "))
+	}
+	return nil
+}
+
+// Selector returns the selector of the catalog source's pods, current or
+// stale: CatalogSourceLabel=<name>.
+func (s CatalogSource) Selector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{CatalogSourceLabel: s.Name})
+}
+
+// SpecHash returns the hash of the pod spec that s gives its registry pod.
+// It changes whenever the spec does: a new image, or a new pod template in
+// a new version of the operator.
+func (s CatalogSource) SpecHash() string {
+	sum := sha256.Sum256([]byte(dump.ForHash(s.podSpec())))
+	return hex.EncodeToString(sum[:8])
+}
+
+// podSpec is the spec of the catalog source's registry pod.
+func (s CatalogSource) podSpec() corev1.PodSpec {
+	return corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name:  ContainerName,
+			Image: s.Image,
+			Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: GRPCPort, Protocol: corev1.ProtocolTCP}},
+		}},
+	}
+}
+
+// Pod returns the registry pod to create for s: no name, generateName
+// "<name>-", the catalog source label and the spec hash annotation.
+func (s CatalogSource) Pod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: s.Name + "-",
+			Namespace:    s.Namespace,
+			Labels:       map[string]string{CatalogSourceLabel: s.Name},
+			Annotations:  map[string]string{SpecHashAnnotation: s.SpecHash()},
+		},
+		Spec: s.podSpec(),
+	}
+}
+
+// Current reports whether pod was created from s's current spec: its spec
+// hash annotation is s's, and its registry container runs s's image. A
+// stale pod, left from an older spec, is not current.
+func (s CatalogSource) Current(pod *corev1.Pod) bool {
+	if pod.Annotations[SpecHashAnnotation] != s.SpecHash() {
+		return false
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == ContainerName {
+			return c.Image == s.Image
+		}
+	}
+	return false
+}
+
+// Reconciler checks and creates the registry pods of catalog sources. It
+// is meant to be built per call; it holds nothing that must survive one.
+type Reconciler struct {
+	client kubernetes.Interface
+	pods   corelisters.PodLister
+	memory *health.Memory
+	log    logr.Logger
+	nodes  health.NodeGetter
+}
+
+// NewReconciler returns a Reconciler that lists pods from pods (an
+// informer's lister), and deletes and creates them through client.
+//
+// memory is required, and must be the same for every Reconciler of the
+// operator: create it once with health.NewMemory. nodes, typically a
+// kube.NodeSource, gives node evidence; nil means none (a taint-evicted pod
+// is then dead only once its deletionTimestamp has passed).
+func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, memory *health.Memory, log logr.Logger, nodes health.NodeGetter) (*Reconciler, error) {
+	if client == nil {
+		return nil, errors.New("registry: NewReconciler: nil clientset")
+	}
+	if pods == nil {
+		return nil, errors.New("registry: NewReconciler: nil PodLister")
+	}
+	if memory == nil {
+		return nil, errors.New("registry: NewReconciler: nil Memory; create one health.Memory per operator and pass it to every Reconciler")
+	}
+	return &Reconciler{client: client, pods: pods, memory: memory, log: log, nodes: nodes}, nil
+}
+
+// checker returns the Checker of source's current registry pods.
+func (r *Reconciler) checker(source CatalogSource) (*health.Checker, error) {
+	selector := source.Selector()
+	pods, err := kube.NewListerSource(r.pods, source.Namespace, selector)
+	if err != nil {
+		return nil, err
+	}
+	// Only the pods of the current spec count: a stale pod, however alive,
+	// must not answer healthy for a spec it does not run. Stale pods are
+	// then never judged, so never force-deleted here either.
+	current, err := podsource.Filter(pods, source.Current)
+	if err != nil {
+		return nil, err
+	}
+	deleter, err := kube.NewDeleter(r.client.CoreV1(), source.Namespace, kube.DeleterOptions{Selector: selector})
+	if err != nil {
+		return nil, err
+	}
+	opts := health.Options{
+		Logger: r.log,
+		// The Memory is shared, not the Checker's own: the Reconciler, and
+		// with it this Checker, is dropped after one call. A Memory of its
+		// own would forget the pods it force-deleted, and the next call,
+		// listing them again from a cache that has not yet seen the delete,
+		// would send another DELETE per call until the cache catches up.
+		Memory: r.memory,
+		Nodes:  r.nodes, // nil: no node evidence
+	}
+	return health.New(current, deleter, opts)
+}
+
+// CheckRegistryServer reports whether a registry pod of source's current
+// spec is alive. On the way it force-deletes the current pods that died
+// with their node (grace period 0, UID precondition).
+//
+// (true, nil): a current pod is alive. (false, nil): none is, and the
+// caller should create one. (false, err): the check failed (an invalid
+// source, a failed list or a failed force delete); create nothing, retry.
+func (r *Reconciler) CheckRegistryServer(ctx context.Context, source CatalogSource) (bool, error) {
+	if err := source.Validate(); err != nil {
+		return false, err
+	}
+	checker, err := r.checker(source)
+	if err != nil {
+		return false, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
+	}
+	healthy, err := checker.Check(ctx)
+	if err != nil {
+		return false, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
+	}
+	return healthy, nil
+}
+
+// EnsureRegistryServer makes sure source has a current registry pod: it
+// creates one, with generateName, when CheckRegistryServer answers
+// (false, nil), and creates nothing when it fails.
+//
+// Like any controller that creates from an informer's view, it may create a
+// second pod if it runs again before the informer shows the first one.
+func (r *Reconciler) EnsureRegistryServer(ctx context.Context, source CatalogSource) error {
+	healthy, err := r.CheckRegistryServer(ctx, source)
+	if err != nil {
+		return err
+	}
+	if healthy {
+		return nil
+	}
+	created, err := r.client.CoreV1().Pods(source.Namespace).Create(ctx, source.Pod(), metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("registry: creating the registry pod of catalog source %s/%s: %w", source.Namespace, source.Name, err)
+	}
+	r.log.Info("created registry pod", "catalogSource", source.Namespace+"/"+source.Name, "pod", created.Name, "specHash", source.SpecHash())
+	return nil
+}

@@ -1,0 +1,369 @@
+package registry_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/podhealth/podhealth/examples/registry"
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/testutil"
+	pfake "github.com/podhealth/podhealth/podsource/fake"
+)
+
+// catalog runs the image of the fixture pods; olderCatalog is the spec it
+// had before.
+var (
+	catalog      = registry.CatalogSource{Name: "operatorhubio", Namespace: "default", Image: "quay.io/example/registry:v1"}
+	olderCatalog = registry.CatalogSource{Name: "operatorhubio", Namespace: "default", Image: "quay.io/example/registry:v0"}
+)
+
+var podsResource = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// registryPod loads a fixture pod and makes it a registry pod of source:
+// the catalog source label, source's spec hash and source's image. The
+// fixture keeps its name, UID, node and status.
+func registryPod(t *testing.T, file string, source registry.CatalogSource) *corev1.Pod {
+	t.Helper()
+	pod := testutil.LoadPod(t, file)
+	pod.Labels = map[string]string{registry.CatalogSourceLabel: source.Name}
+	pod.Annotations = map[string]string{registry.SpecHashAnnotation: source.SpecHash()}
+	require.Len(t, pod.Spec.Containers, 1, "fixture %s", file)
+	pod.Spec.Containers[0].Name = registry.ContainerName
+	pod.Spec.Containers[0].Image = source.Image
+	return pod
+}
+
+// readyNodeLost is the healthy node fixture under the name of the node the
+// taint-evicted pod is bound to: a taint eviction off a Ready node.
+func readyNodeLost(t *testing.T) *corev1.Node {
+	t.Helper()
+	node := testutil.LoadNode(t, testutil.NodeHealthy)
+	node.Name = testutil.LoadNode(t, testutil.NodeLost).Name
+	return node
+}
+
+// world is an operator's view of a cluster: a fake clientset, a pod cache
+// that changes only when told to (catchUp), node evidence, and the one
+// Memory of the operator.
+type world struct {
+	client  *fake.Clientset
+	indexer cache.Indexer
+	lister  corelisters.PodLister
+	nodes   *pfake.Nodes
+	memory  *health.Memory
+}
+
+func newWorld(t *testing.T, pods []*corev1.Pod, nodes ...*corev1.Node) *world {
+	t.Helper()
+	w := &world{
+		client:  fake.NewClientset(testutil.Objects(pods...)...),
+		indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		nodes:   pfake.NewNodes(nodes...),
+		memory:  health.NewMemory(health.MemoryOptions{}),
+	}
+	w.lister = corelisters.NewPodLister(w.indexer)
+	w.catchUp(t)
+	return w
+}
+
+// catchUp makes the cache show the clientset's pods, as an informer does
+// once its watch has delivered every change.
+func (w *world) catchUp(t *testing.T) {
+	t.Helper()
+	obj, err := w.client.Tracker().List(podsResource, corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	require.NoError(t, err)
+	var items []any
+	for i := range obj.(*corev1.PodList).Items {
+		items = append(items, &obj.(*corev1.PodList).Items[i])
+	}
+	require.NoError(t, w.indexer.Replace(items, ""))
+}
+
+// reconciler builds a Reconciler for one call, as the operator does, with
+// the world's shared Memory.
+func (w *world) reconciler(t *testing.T) *registry.Reconciler {
+	t.Helper()
+	return w.reconcilerWith(t, w.memory)
+}
+
+func (w *world) reconcilerWith(t *testing.T, memory *health.Memory) *registry.Reconciler {
+	t.Helper()
+	r, err := registry.NewReconciler(w.client, w.lister, memory, logr.Discard(), w.nodes)
+	require.NoError(t, err)
+	return r
+}
+
+func (w *world) deletes(from int) []k8stesting.DeleteActionImpl {
+	var out []k8stesting.DeleteActionImpl
+	for _, a := range w.client.Actions()[from:] {
+		if d, ok := a.(k8stesting.DeleteActionImpl); ok && a.GetResource() == podsResource {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (w *world) creates(from int) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, a := range w.client.Actions()[from:] {
+		if c, ok := a.(k8stesting.CreateActionImpl); ok && a.GetResource() == podsResource {
+			out = append(out, c.GetObject().(*corev1.Pod))
+		}
+	}
+	return out
+}
+
+// podRequests returns the verbs of the pod requests sent since from.
+func (w *world) podRequests(from int) []string {
+	var out []string
+	for _, a := range w.client.Actions()[from:] {
+		if a.GetResource() == podsResource {
+			out = append(out, a.GetVerb())
+		}
+	}
+	return out
+}
+
+// requireForceDelete asserts that del is the force delete of pod: grace
+// period 0 and a precondition on its UID, nothing else.
+func requireForceDelete(t *testing.T, pod *corev1.Pod, del k8stesting.DeleteActionImpl) {
+	t.Helper()
+	require.Equal(t, pod.Namespace, del.GetNamespace())
+	require.Equal(t, pod.Name, del.GetName())
+	want := metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      &metav1.Preconditions{UID: ptr.To(pod.UID)},
+	}
+	require.Empty(t, cmp.Diff(want, del.GetDeleteOptions()), "DeleteOptions (-want +got)")
+}
+
+func TestRegistryServerIsCheckedAndEnsured(t *testing.T) {
+	alive := func(t *testing.T) *corev1.Pod { return registryPod(t, testutil.PodAlive, catalog) }
+	evicted := func(t *testing.T) *corev1.Pod { return registryPod(t, testutil.PodTaintEvicted, catalog) }
+	lost := func(t *testing.T) *corev1.Node { return testutil.LoadNode(t, testutil.NodeLost) }
+	healthyNode := func(t *testing.T) *corev1.Node { return testutil.LoadNode(t, testutil.NodeHealthy) }
+
+	for _, tc := range []struct {
+		name  string
+		pods  func(t *testing.T) []*corev1.Pod
+		nodes func(t *testing.T) []*corev1.Node
+		// healthy is CheckRegistryServer's first answer.
+		healthy bool
+		// forceDeleted are the pods force-deleted, once each, by the
+		// check and the ensure that follows it.
+		forceDeleted []string
+		// created is whether the ensure creates a pod.
+		created bool
+	}{{
+		name:    "no pod: unhealthy, and a pod is created",
+		pods:    func(*testing.T) []*corev1.Pod { return nil },
+		healthy: false, created: true,
+	}, {
+		name:    "a current pod: healthy, nothing created",
+		pods:    func(t *testing.T) []*corev1.Pod { return []*corev1.Pod{alive(t)} },
+		nodes:   func(t *testing.T) []*corev1.Node { return []*corev1.Node{healthyNode(t)} },
+		healthy: true, created: false,
+	}, {
+		name: "a pod of the older image and spec hash does not count: a pod is created",
+		pods: func(t *testing.T) []*corev1.Pod {
+			return []*corev1.Pod{registryPod(t, testutil.PodAlive, olderCatalog)}
+		},
+		nodes:   func(t *testing.T) []*corev1.Node { return []*corev1.Node{healthyNode(t)} },
+		healthy: false, created: true,
+	}, {
+		name: "a pod of the current image with an older spec hash does not count: a pod is created",
+		pods: func(t *testing.T) []*corev1.Pod {
+			p := alive(t)
+			p.Annotations[registry.SpecHashAnnotation] = olderCatalog.SpecHash()
+			return []*corev1.Pod{p}
+		},
+		nodes:   func(t *testing.T) []*corev1.Node { return []*corev1.Node{healthyNode(t)} },
+		healthy: false, created: true,
+	}, {
+		name: "a pod of the current spec hash running another image does not count: a pod is created",
+		pods: func(t *testing.T) []*corev1.Pod {
+			p := alive(t)
+			p.Spec.Containers[0].Image = olderCatalog.Image
+			return []*corev1.Pod{p}
+		},
+		nodes:   func(t *testing.T) []*corev1.Node { return []*corev1.Node{healthyNode(t)} },
+		healthy: false, created: true,
+	}, {
+		name:         "a taint-evicted pod on a node that is not Ready: force-deleted and replaced",
+		pods:         func(t *testing.T) []*corev1.Pod { return []*corev1.Pod{evicted(t)} },
+		nodes:        func(t *testing.T) []*corev1.Node { return []*corev1.Node{lost(t)} },
+		healthy:      false,
+		forceDeleted: []string{"taint-evicted"}, created: true,
+	}, {
+		name:    "a taint-evicted pod on a Ready node is left to its kubelet, and replaced",
+		pods:    func(t *testing.T) []*corev1.Pod { return []*corev1.Pod{evicted(t)} },
+		nodes:   func(t *testing.T) []*corev1.Node { return []*corev1.Node{readyNodeLost(t)} },
+		healthy: false, created: true,
+	}, {
+		name:         "a current pod and a dead one: the dead one force-deleted, nothing created",
+		pods:         func(t *testing.T) []*corev1.Pod { return []*corev1.Pod{alive(t), evicted(t)} },
+		nodes:        func(t *testing.T) []*corev1.Node { return []*corev1.Node{lost(t), healthyNode(t)} },
+		healthy:      true,
+		forceDeleted: []string{"taint-evicted"}, created: false,
+	}, {
+		name: "a stale dead pod is not judged, and not deleted: a pod is created",
+		pods: func(t *testing.T) []*corev1.Pod {
+			return []*corev1.Pod{registryPod(t, testutil.PodTaintEvicted, olderCatalog)}
+		},
+		nodes:   func(t *testing.T) []*corev1.Node { return []*corev1.Node{lost(t)} },
+		healthy: false, created: true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := tc.pods(t)
+			var nodes []*corev1.Node
+			if tc.nodes != nil {
+				nodes = tc.nodes(t)
+			}
+			w := newWorld(t, pods, nodes...)
+			ctx := context.Background()
+
+			healthy, err := w.reconciler(t).CheckRegistryServer(ctx, catalog)
+			require.NoError(t, err)
+			require.Equal(t, tc.healthy, healthy, "CheckRegistryServer")
+
+			// A new Reconciler, the cache not caught up yet.
+			require.NoError(t, w.reconciler(t).EnsureRegistryServer(ctx, catalog))
+
+			deletes := w.deletes(0)
+			require.Len(t, deletes, len(tc.forceDeleted), "DELETEs sent by the check and the ensure")
+			for i, name := range tc.forceDeleted {
+				var pod *corev1.Pod
+				for _, p := range pods {
+					if p.Name == name {
+						pod = p
+					}
+				}
+				require.NotNil(t, pod, "no pod %s in the case", name)
+				requireForceDelete(t, pod, deletes[i])
+			}
+
+			created := w.creates(0)
+			if !tc.created {
+				require.Empty(t, created, "pods created")
+			} else {
+				require.Len(t, created, 1, "pods created")
+				want := catalog.Pod()
+				require.Empty(t, cmp.Diff(want, created[0]), "created pod (-want +got)")
+				require.True(t, catalog.Current(created[0]))
+			}
+
+			// Once the cache has caught up, the registry is healthy and a
+			// new ensure sends nothing: also when the pod it created has
+			// no name, as in every fake-clientset test.
+			w.catchUp(t)
+			from := len(w.client.Actions())
+			healthy, err = w.reconciler(t).CheckRegistryServer(ctx, catalog)
+			require.NoError(t, err)
+			require.True(t, healthy, "CheckRegistryServer once the cache caught up")
+			require.NoError(t, w.reconciler(t).EnsureRegistryServer(ctx, catalog))
+			require.Empty(t, w.podRequests(from), "pod requests sent once the cache caught up")
+		})
+	}
+}
+
+// The fake clientset does not fill in generateName: the pod Ensure creates
+// is stored without a name (and without a UID). It is judged like any pod,
+// alive, so the registry stays healthy; podhealth would only refuse to
+// force-delete it.
+func TestNamelessRegistryPodOfTheFakeClientsetStaysHealthy(t *testing.T) {
+	w := newWorld(t, nil)
+	ctx := context.Background()
+	require.NoError(t, w.reconciler(t).EnsureRegistryServer(ctx, catalog))
+	w.catchUp(t)
+
+	pods, err := w.lister.Pods(catalog.Namespace).List(catalog.Selector())
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+	require.Empty(t, pods[0].Name, "the fake clientset named the pod: this test no longer shows a nameless pod")
+	require.Empty(t, pods[0].UID)
+
+	for i := range 3 {
+		healthy, err := w.reconciler(t).CheckRegistryServer(ctx, catalog)
+		require.NoError(t, err, "check %d", i)
+		require.True(t, healthy, "check %d", i)
+	}
+	require.Len(t, w.creates(0), 1, "pods created")
+}
+
+// lagging returns a world whose cache lists a current pod and a
+// taint-evicted pod on a lost node, and never catches up.
+func lagging(t *testing.T) *world {
+	return newWorld(t,
+		[]*corev1.Pod{registryPod(t, testutil.PodAlive, catalog), registryPod(t, testutil.PodTaintEvicted, catalog)},
+		testutil.LoadNode(t, testutil.NodeLost), testutil.LoadNode(t, testutil.NodeHealthy))
+}
+
+func TestReconcilersBuiltPerCallSharingOneMemorySendOneDeleteAcrossALaggingCache(t *testing.T) {
+	w := lagging(t)
+	for i := range 3 {
+		require.NoError(t, w.reconciler(t).EnsureRegistryServer(context.Background(), catalog), "call %d", i)
+	}
+	deletes := w.deletes(0)
+	require.Len(t, deletes, 1, "DELETEs sent over three calls")
+	requireForceDelete(t, registryPod(t, testutil.PodTaintEvicted, catalog), deletes[0])
+	require.Empty(t, w.creates(0), "pods created")
+}
+
+// The counterpart: what the shared Memory saves. Each Reconciler forgets
+// what it deleted, and the cache still lists the pod.
+func TestReconcilersWithAMemoryEachSendOneDeletePerCallAcrossALaggingCache(t *testing.T) {
+	w := lagging(t)
+	for i := range 3 {
+		r := w.reconcilerWith(t, health.NewMemory(health.MemoryOptions{}))
+		require.NoError(t, r.EnsureRegistryServer(context.Background(), catalog), "call %d", i)
+	}
+	require.Len(t, w.deletes(0), 3, "DELETEs sent over three calls")
+	require.Empty(t, w.creates(0), "pods created")
+}
+
+func TestEnsureRegistryServerCreatesNothingWhenAForceDeleteFails(t *testing.T) {
+	w := newWorld(t, []*corev1.Pod{registryPod(t, testutil.PodTaintEvicted, catalog)}, testutil.LoadNode(t, testutil.NodeLost))
+	w.client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(podsResource.GroupResource(), "taint-evicted", nil)
+	})
+
+	err := w.reconciler(t).EnsureRegistryServer(context.Background(), catalog)
+	require.Error(t, err)
+	require.True(t, apierrors.IsForbidden(err), "the API error is not reachable: %v", err)
+	require.Len(t, w.deletes(0), 1)
+	require.Empty(t, w.creates(0), "pods created after a failed check")
+}
+
+func TestNewReconcilerRefusesANilMemory(t *testing.T) {
+	_, err := registry.NewReconciler(fake.NewClientset(), corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})), nil, logr.Discard(), nil)
+	require.ErrorContains(t, err, "nil Memory")
+}
+
+func TestInvalidCatalogSourceIsRefusedWithoutARequest(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, source := range []registry.CatalogSource{
+		{Name: "", Namespace: "default", Image: "img"},
+		{Name: "Not_A_Name", Namespace: "default", Image: "img"},
+		{Name: "ok", Namespace: "", Image: "img"},
+		{Name: "ok", Namespace: "default", Image: ""},
+	} {
+		_, err := w.reconciler(t).CheckRegistryServer(context.Background(), source)
+		require.ErrorContains(t, err, "invalid catalog source", "%+v", source)
+		require.ErrorContains(t, w.reconciler(t).EnsureRegistryServer(context.Background(), source), "invalid catalog source", "%+v", source)
+	}
+	require.Empty(t, w.podRequests(0))
+}
