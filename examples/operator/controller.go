@@ -104,12 +104,19 @@ type controller struct {
 }
 
 // newController builds a controller over lister, which must list the pods
-// of cfg.Namespace (an informer's, filtered or not by WorkloadLabel).
-func newController(cfg config, client kubernetes.Interface, lister corelisters.PodLister, recorder record.EventRecorder, log logr.Logger) (*controller, error) {
+// of cfg.Namespace (an informer's, filtered or not by WorkloadLabel). nodes,
+// when not nil, is a node informer's lister: the checkers then have node
+// evidence, from it and from a live GET through client that confirms a node
+// missing from it is gone. Nil means no node evidence.
+func newController(cfg config, client kubernetes.Interface, lister corelisters.PodLister, nodes corelisters.NodeLister, recorder record.EventRecorder, log logr.Logger) (*controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	observer, err := kube.NewEventObserver(recorder, kube.EventObserverOptions{})
+	if err != nil {
+		return nil, err
+	}
+	evidence, err := nodeEvidence(client, nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +162,8 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 			Budget:   budget,
 			Memory:   memory,
 			Observer: observer,
+
+			NodeEvidence: evidence,
 		})
 		if err != nil {
 			return nil, err
@@ -162,6 +171,25 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 		c.checkers[w] = checker
 	}
 	return c, nil
+}
+
+// nodeEvidence returns the checkers' node evidence: the node cache behind
+// nodes, and a live GET of a node the cache does not hold, so that a node
+// only missing from a lagging cache is never taken for gone. A nil nodes
+// means no node evidence (the zero value).
+func nodeEvidence(client kubernetes.Interface, nodes corelisters.NodeLister) (health.NodeEvidence, error) {
+	if nodes == nil {
+		return health.NodeEvidence{}, nil
+	}
+	cached, err := kube.NewNodeSource(nodes)
+	if err != nil {
+		return health.NodeEvidence{}, err
+	}
+	live, err := kube.NewLiveNodes(client.CoreV1())
+	if err != nil {
+		return health.NodeEvidence{}, err
+	}
+	return health.NodeEvidence{Nodes: cached, Live: live}, nil
 }
 
 func workloadSelector(workload string) labels.Selector {
@@ -194,6 +222,63 @@ func (c *controller) eventHandlers() []cache.ResourceEventHandler {
 			DeleteFunc: c.enqueueObject,
 		},
 	}
+}
+
+// nodeEventHandler returns the handler to add to the node informer when
+// the checkers have node evidence. A pod's own object does not change when
+// its node is deleted, or when its node stops or starts being Ready: the
+// handler enqueues the workloads with a pod on the node then, so that they
+// are checked at once rather than at the next resync.
+func (c *controller) nodeEventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*corev1.Node)
+			node, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 && nodeReady(old) != nodeReady(node) {
+				c.enqueueWorkloadsOn(node.Name)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if node, ok := obj.(*corev1.Node); ok && node != nil {
+				c.enqueueWorkloadsOn(node.Name)
+			}
+		},
+	}
+}
+
+// enqueueWorkloadsOn adds to the queue every managed workload with a pod,
+// in the cache, bound to the named node.
+func (c *controller) enqueueWorkloadsOn(nodeName string) {
+	pods, err := c.lister.Pods(c.cfg.Namespace).List(labels.Everything())
+	if err != nil {
+		c.log.Error(err, "listing cached pods to find those on a changed node", "node", nodeName)
+		c.enqueueAll()
+		return
+	}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != nodeName {
+			continue
+		}
+		if w, ok := c.workloadOf(pod); ok {
+			c.queue.Add(w)
+		}
+	}
+}
+
+// nodeReady reports whether node's Ready condition is True.
+func nodeReady(node *corev1.Node) bool {
+	if node == nil {
+		return false
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (c *controller) enqueueObject(obj any) {
