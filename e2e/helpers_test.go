@@ -248,15 +248,18 @@ func waitForOperator(ctx context.Context, t *testing.T, op *harness.Operator) {
 	}
 }
 
+// operatorResync is the example operator's --resync in the scenarios.
+const operatorResync = 2 * time.Second
+
 // operatorArgs are the example operator's flags for workloads in ns: a
 // resync of 2 s so that it checks often, and replacements that tolerate a
-// lost node for 2 s only.
+// lost node for 2 s only. Node evidence is on, the operator's default.
 func operatorArgs(workloads string, extra ...string) []string {
 	return append([]string{
 		"--namespace=" + ns,
 		"--workloads=" + workloads,
 		"--image=" + operatorImage,
-		"--resync=2s",
+		"--resync=" + operatorResync.String(),
 		"--toleration-seconds=2",
 	}, extra...)
 }

@@ -208,3 +208,16 @@ func (n *Node) renewLease(ctx context.Context, now time.Time) error {
 	}
 	return nil
 }
+
+// Delete stops the node's heartbeat and deletes its Node object, as an
+// admin or a cloud provider's node controller does for a machine that is
+// gone for good. Its pods are left as they are: nothing marks them for
+// deletion. Its Lease is left for garbage collection, which the harness
+// does not run. Delete returns once the API server has answered the DELETE.
+func (n *Node) Delete(ctx context.Context) error {
+	n.Fail()
+	if err := n.cp.client.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("harness: deleting node %s: %w", n.name, err)
+	}
+	return nil
+}

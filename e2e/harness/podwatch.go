@@ -38,6 +38,10 @@ type PodHistory struct {
 	// Deleted is when the watch delivered the pod's deletion from the API
 	// server.
 	Deleted time.Time
+	// Final is the pod as its deletion event carried it: its last state,
+	// which tells who deleted it when they left a condition. It is nil
+	// until the pod is deleted, and must not be changed.
+	Final *corev1.Pod
 }
 
 // PodWatch records, from a watch on the pods of one namespace started
@@ -215,6 +219,7 @@ func (w *PodWatch) observe(t watch.EventType, pod *corev1.Pod, now time.Time, li
 	}
 	if t == watch.Deleted && h.Deleted.IsZero() {
 		h.Deleted = now
+		h.Final = pod
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -107,12 +108,19 @@ type controller struct {
 }
 
 // newController builds a controller over lister, which must list the pods
-// of cfg.Namespace (an informer's, filtered or not by WorkloadLabel).
-func newController(cfg config, client kubernetes.Interface, lister corelisters.PodLister, recorder record.EventRecorder, log logr.Logger) (*controller, error) {
+// of cfg.Namespace (an informer's, filtered or not by WorkloadLabel). nodes,
+// when not nil, is a node informer's lister: the checkers then have node
+// evidence, from it and from a live GET through client that confirms a node
+// missing from it is gone. Nil means no node evidence.
+func newController(cfg config, client kubernetes.Interface, lister corelisters.PodLister, nodes coreinformers.NodeInformer, recorder record.EventRecorder, log logr.Logger) (*controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	observer, err := kube.NewEventObserver(recorder, kube.EventObserverOptions{})
+	if err != nil {
+		return nil, err
+	}
+	cachedNodes, liveNodes, err := nodeEvidence(client, nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +164,9 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 			Budget:   budget,
 			Memory:   memory,
 			Observer: observer,
+
+			Nodes:     cachedNodes,
+			LiveNodes: liveNodes,
 		})
 		if err != nil {
 			return nil, err
@@ -175,6 +186,25 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 		}
 	}
 	return c, nil
+}
+
+// nodeEvidence returns the checkers' node evidence: the node cache of the
+// informer nodes, and a live GET of a node the cache does not hold, so that a
+// node only missing from a lagging cache is never taken for gone. A nil
+// nodes means no node evidence.
+func nodeEvidence(client kubernetes.Interface, nodes coreinformers.NodeInformer) (cached, live health.NodeGetter, err error) {
+	if nodes == nil {
+		return nil, nil, nil
+	}
+	source, err := kube.NewNodeSource(nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	liveNodes, err := kube.NewLiveNodes(client.CoreV1())
+	if err != nil {
+		return nil, nil, err
+	}
+	return source, liveNodes, nil
 }
 
 func workloadSelector(workload string) labels.Selector {
@@ -202,6 +232,63 @@ func (c *controller) eventHandlers() []cache.ResourceEventHandler {
 			DeleteFunc: c.enqueueObject,
 		},
 	}
+}
+
+// nodeEventHandler returns the handler to add to the node informer when
+// the checkers have node evidence. A pod's own object does not change when
+// its node is deleted, or when its node stops or starts being Ready: the
+// handler enqueues the workloads with a pod on the node then, so that they
+// are checked at once rather than at the next resync.
+func (c *controller) nodeEventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*corev1.Node)
+			node, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 && nodeReady(old) != nodeReady(node) {
+				c.enqueueWorkloadsOn(node.Name)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if node, ok := obj.(*corev1.Node); ok && node != nil {
+				c.enqueueWorkloadsOn(node.Name)
+			}
+		},
+	}
+}
+
+// enqueueWorkloadsOn adds to the queue every managed workload with a pod,
+// in the cache, bound to the named node.
+func (c *controller) enqueueWorkloadsOn(nodeName string) {
+	pods, err := c.lister.Pods(c.cfg.Namespace).List(labels.Everything())
+	if err != nil {
+		c.log.Error(err, "listing cached pods to find those on a changed node", "node", nodeName)
+		c.enqueueAll()
+		return
+	}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != nodeName {
+			continue
+		}
+		if w, ok := c.workloadOf(pod); ok {
+			c.queue.Add(w)
+		}
+	}
+}
+
+// nodeReady reports whether node's Ready condition is True.
+func nodeReady(node *corev1.Node) bool {
+	if node == nil {
+		return false
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (c *controller) enqueueObject(obj any) {

@@ -84,7 +84,7 @@ func staleLister(t testing.TB, pods ...*corev1.Pod) (corelisters.PodLister, cach
 
 func newTestController(t testing.TB, cfg config, client *fake.Clientset, lister corelisters.PodLister, log logr.Logger) *controller {
 	t.Helper()
-	c, err := newController(cfg, client, lister, record.NewFakeRecorder(100), log)
+	c, err := newController(cfg, client, lister, nil, record.NewFakeRecorder(100), log)
 	require.NoError(t, err)
 	t.Cleanup(c.queue.ShutDown)
 	return c
@@ -190,7 +190,7 @@ func TestSyncHoldsBackOverTheBudgetAndChecksAgainWhenItAllows(t *testing.T) {
 	fakeClock := testingclock.NewFakeClock(time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC))
 	cfg.Clock = fakeClock
 	rec := record.NewFakeRecorder(10)
-	c, err := newController(cfg, client, lister, rec, logr.Discard())
+	c, err := newController(cfg, client, lister, nil, rec, logr.Discard())
 	require.NoError(t, err)
 	t.Cleanup(c.queue.ShutDown)
 
@@ -489,4 +489,58 @@ func TestSyncDoesNotCreateASecondReplacementWhenTheCacheCatchesUpMidSync(t *test
 		require.NoError(t, c.sync(ctx, "registry"))
 	}
 	require.Len(t, podActions(client, "create"), 1, "a second replacement was created")
+}
+
+func TestNodeEventsEnqueueTheWorkloadsWithAPodOnTheNode(t *testing.T) {
+	onNode := fixture(t, "pod-alive.json", "registry")
+	elsewhere := fixture(t, "pod-alive.json", "mirror")
+	elsewhere.Name, elsewhere.UID, elsewhere.Spec.NodeName = "mirror-0", "5e1f3a52-0b7e-4a43-a1f4-0e7c1f0b6a11", "node-other"
+	cfg := testConfig()
+	cfg.Workloads = []string{"registry", "mirror"}
+	lister, _ := staleLister(t, onNode, elsewhere)
+	c := newTestController(t, cfg, newFakeClient(), lister, logr.Discard())
+	node := testutil.LoadNode(t, "node-healthy.json")
+	node.Name = onNode.Spec.NodeName
+	notReady := node.DeepCopy()
+	for i := range notReady.Status.Conditions {
+		if notReady.Status.Conditions[i].Type == corev1.NodeReady {
+			notReady.Status.Conditions[i].Status = corev1.ConditionUnknown
+		}
+	}
+	beat := node.DeepCopy()
+	beat.ResourceVersion += "1"
+
+	tests := []struct {
+		name string
+		fire func(h cache.ResourceEventHandler)
+		want []string
+	}{
+		{"node deleted", func(h cache.ResourceEventHandler) { h.OnDelete(node) }, []string{"registry"}},
+		{"tombstone of a deleted node", func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: node.Name, Obj: node})
+		}, []string{"registry"}},
+		{"node stops being Ready", func(h cache.ResourceEventHandler) { h.OnUpdate(node, notReady) }, []string{"registry"}},
+		{"node Ready again", func(h cache.ResourceEventHandler) { h.OnUpdate(notReady, node) }, []string{"registry"}},
+		{"heartbeat", func(h cache.ResourceEventHandler) { h.OnUpdate(node, beat) }, nil},
+		{"node added", func(h cache.ResourceEventHandler) { h.OnAdd(node, false) }, nil},
+		{"node without pods deleted", func(h cache.ResourceEventHandler) {
+			other := node.DeepCopy()
+			other.Name = "node-empty"
+			h.OnDelete(other)
+		}, nil},
+		{"not a node", func(h cache.ResourceEventHandler) { h.OnDelete(onNode) }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Zero(t, c.queue.Len())
+			require.NotPanics(t, func() { tt.fire(c.nodeEventHandler()) })
+			var got []string
+			for c.queue.Len() > 0 {
+				w, _ := c.queue.Get()
+				got = append(got, w)
+				c.queue.Done(w)
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
 }

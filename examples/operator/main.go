@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -59,6 +60,7 @@ func run() error {
 		resync       = flag.Duration("resync", 30*time.Second, "how often every workload is checked even without a pod event; 0 disables")
 		workers      = flag.Int("workers", 2, "how many workloads are synced at once")
 		maxDeletes   = flag.Int("max-force-deletes-per-minute", 0, "limit of force deletes per minute over all workloads; 0 means no limit")
+		withNodes    = flag.Bool("node-evidence", true, "watch nodes (cluster-wide list and watch) and GET a node missing from that cache, so that the checks know whether a pod's node is Ready, out of service or gone; needs the ClusterRole in rbac.yaml")
 	)
 	flag.Parse()
 	log := klog.Background().WithName("podhealth-operator")
@@ -109,7 +111,17 @@ func run() error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = WorkloadLabel }),
 	)
 	pods := factory.Core().V1().Pods()
-	c, err := newController(cfg, client, pods.Lister(), recorder, log)
+	synced := []cache.InformerSynced{pods.Informer().HasSynced}
+	// Nodes are cluster-scoped: they come from a factory of their own,
+	// without the pod factory's namespace and label selector.
+	var nodeFactory informers.SharedInformerFactory
+	var nodes coreinformers.NodeInformer
+	if *withNodes {
+		nodeFactory = informers.NewSharedInformerFactory(client, 0)
+		nodes = nodeFactory.Core().V1().Nodes()
+		synced = append(synced, nodes.Informer().HasSynced)
+	}
+	c, err := newController(cfg, client, pods.Lister(), nodes, recorder, log)
 	if err != nil {
 		return err
 	}
@@ -118,16 +130,23 @@ func run() error {
 			return fmt.Errorf("adding pod event handler: %w", err)
 		}
 	}
+	if nodeFactory != nil {
+		if _, err := nodeFactory.Core().V1().Nodes().Informer().AddEventHandler(c.nodeEventHandler()); err != nil {
+			return fmt.Errorf("adding node event handler: %w", err)
+		}
+		nodeFactory.Start(ctx.Done())
+		defer nodeFactory.Shutdown()
+	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
-			log.Info("stopped before the pod cache synced")
+			log.Info("stopped before the caches synced")
 			return nil
 		}
-		return errors.New("pod cache did not sync")
+		return errors.New("pod or node cache did not sync")
 	}
-	log.Info("pod cache synced")
+	log.Info("pod cache synced", "nodeEvidence", *withNodes)
 	c.run(ctx, *workers, *resync)
 	return nil
 }
