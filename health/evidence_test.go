@@ -65,14 +65,6 @@ func claim(name string, modes ...corev1.PersistentVolumeAccessMode) *corev1.Pers
 	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PersistentVolumeClaimSpec{AccessModes: modes}}
 }
 
-// fixtureNode reads a node that a real control plane produced.
-func fixtureNode(t testing.TB, file string) *corev1.Node {
-	t.Helper()
-	var n corev1.Node
-	readFixture(t, file, &n)
-	return &n
-}
-
 type podOutcome struct {
 	Name     string
 	State    health.State

@@ -1,16 +1,14 @@
 package health_test
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podhealth/podhealth/internal/testutil"
 )
 
 // deletedAt is the deletionTimestamp the test pods carry.
@@ -66,16 +64,7 @@ func drained(name string) *corev1.Pod {
 }
 
 // fixturePod reads a pod that a real control plane produced.
-func fixturePod(t testing.TB, file string) *corev1.Pod {
-	t.Helper()
-	var p corev1.Pod
-	readFixture(t, file, &p)
-	return &p
-}
+func fixturePod(t testing.TB, file string) *corev1.Pod { return testutil.LoadPod(t, file) }
 
-func readFixture(t testing.TB, file string, into any) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "real-cluster", file))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, into))
-}
+// fixtureNode reads a node that a real control plane produced.
+func fixtureNode(t testing.TB, file string) *corev1.Node { return testutil.LoadNode(t, file) }
