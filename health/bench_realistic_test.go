@@ -365,7 +365,7 @@ func completeAsKubelet(pod *corev1.Pod, i int, rng *rand.Rand) {
 	hostIP := fmt.Sprintf("192.168.%d.%d", node/200, 10+node%200)
 	podIP := fmt.Sprintf("10.%d.%d.%d", 128+node, (i/realisticNodes)/250, 2+(i/realisticNodes)%250)
 	pod.Status = corev1.PodStatus{
-		Phase:              corev1.PodRunning,
+		Phase: corev1.PodRunning,
 		Conditions: []corev1.PodCondition{
 			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: at(3 * time.Second)},
 			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: at(time.Second)},
