@@ -134,6 +134,9 @@ type Checker struct {
 	// deadBufs holds the slices of checks that met more pods to judge than
 	// fit on the stack, for later checks to reuse.
 	deadBufs sync.Pool // of *[]deadPod
+	// evidences holds the evidence of finished checks, emptied, for later
+	// checks to reuse with its tables.
+	evidences sync.Pool // of *evidence
 }
 
 // New returns a Checker over source and deleter. The deleter may be nil only
@@ -287,6 +290,7 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 		return false, err
 	}
 	defer k.release(dead)
+	defer k.releaseEvidence()
 
 	var errs []error
 	for n, d := range dead {
@@ -590,21 +594,46 @@ func (k *check) holdBack(pod *corev1.Pod, v Verdict) string {
 	return ""
 }
 
+// getEvidence returns the check's evidence, made on first use. A check
+// takes it from the Checker's pool, with the tables of an earlier check,
+// emptied, so that looking up the same nodes again allocates nothing.
 func (k *check) getEvidence() *evidence {
 	if k.evidence == nil {
-		k.evidence = &evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, now: k.time(), sightings: k.firstSightings()}
+		e, _ := k.evidences.Get().(*evidence)
+		if e == nil {
+			e = new(evidence)
+		}
+		seen, reasons := e.seen, e.reasons
+		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, now: k.time(), seen: seen, reasons: reasons, ownSightings: k.firstSightings()}
+		e.sightings = &e.ownSightings
+		k.evidence = e
 	}
 	return k.evidence
+}
+
+// releaseEvidence gives the check's evidence back to the Checker's pool,
+// emptied, once no rule of the check can read it any more.
+func (k *check) releaseEvidence() {
+	e := k.evidence
+	if e == nil {
+		return
+	}
+	k.evidence = nil
+	clear(e.seen)
+	clear(e.reasons)
+	seen, reasons := e.seen, e.reasons
+	*e = evidence{seen: seen, reasons: reasons}
+	k.evidences.Put(e)
 }
 
 // firstSightings returns the first-seen records that this check writes and
 // reads. A dry run writes only a record of its own, which real checks never
 // read, and reads the real checks' record without writing it.
-func (k *check) firstSightings() *checkSightings {
+func (k *check) firstSightings() checkSightings {
 	if k.dryRun {
-		return &checkSightings{record: k.memory.dryRunSightings, shared: k.memory.sightings, peek: k.classifyOnly}
+		return checkSightings{record: k.memory.dryRunSightings, shared: k.memory.sightings, peek: k.classifyOnly}
 	}
-	return &checkSightings{record: k.memory.sightings, peek: k.classifyOnly}
+	return checkSightings{record: k.memory.sightings, peek: k.classifyOnly}
 }
 
 // objectRef names an object in logs the way Kubernetes' structured logging

@@ -232,9 +232,9 @@ func taintEvicted() Rule {
 		node, gone, err := ev.node(pod.Spec.NodeName)
 		switch {
 		case err == nil && gone:
-			return Verdict{State: Dead, Fenced: true, Reason: why + ", node " + pod.Spec.NodeName + " is gone"}, true
+			return Verdict{State: Dead, Fenced: true, Reason: ev.reason(why+", node ", pod.Spec.NodeName, " is gone")}, true
 		case err == nil && nodeDown(node):
-			return Verdict{State: Dead, Fenced: nodeFences(node, false), Reason: why + ", node " + pod.Spec.NodeName + " is not Ready"}, true
+			return Verdict{State: Dead, Fenced: nodeFences(node, false), Reason: ev.reason(why+", node ", pod.Spec.NodeName, " is not Ready")}, true
 		case err == nil && nodeUp(node):
 			return Verdict{}, false // a live kubelet finishes the graceful deletion
 		}
