@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -116,13 +117,27 @@ type Checker struct {
 	// factsRules is true when every rule declares the facts it needs: a pod
 	// with no facts is then alive without asking any rule.
 	factsRules bool
-	nodes      NodeGetter
-	liveNodes  NodeGetter
-	policy     policy
-	budget     *DeleteBudget
-	breaker    Breaker
-	memory     *Memory
-	observer   Observer
+	// quickAlive is true when the rules call alive every pod that is
+	// neither deleting nor terminal nor on a node confirmed gone, whatever
+	// its conditions (see Rules.aliveUnlessDeletingOrTerminal): a check
+	// that reports no verdict then reads no condition of such a pod.
+	quickAlive bool
+	// orphans is true with Options.Nodes and Options.LiveNodes: a check
+	// then looks up the node of every bound pod (see classify).
+	orphans   bool
+	nodes     NodeGetter
+	liveNodes NodeGetter
+	policy    policy
+	budget    *DeleteBudget
+	breaker   Breaker
+	memory    *Memory
+	observer  Observer
+	// deadBufs holds the slices of checks that met more pods to judge than
+	// fit on the stack, for later checks to reuse.
+	deadBufs sync.Pool // of *[]deadPod
+	// evidences holds the evidence of finished checks, emptied, for later
+	// checks to reuse with its tables.
+	evidences sync.Pool // of *evidence
 }
 
 // New returns a Checker over source and deleter. The deleter may be nil only
@@ -176,6 +191,8 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 	}
 	c.evidenceRules = c.rules.needEvidence()
 	c.factsRules = c.rules.needFacts()
+	c.quickAlive = c.rules.aliveUnlessDeletingOrTerminal()
+	c.orphans = c.nodes != nil && c.liveNodes != nil
 	if c.memory == nil {
 		c.memory = NewMemory(MemoryOptions{})
 	}
@@ -224,7 +241,7 @@ func (c *Checker) Classify(ctx context.Context, pod *corev1.Pod) Verdict {
 	if pod == nil {
 		return Verdict{State: Alive, Reason: "nil pod"}
 	}
-	k := check{Checker: c, ctx: ctx, now: c.clock.Now(), classifyOnly: true}
+	k := check{Checker: c, ctx: ctx, classifyOnly: true}
 	return k.classify(pod)
 }
 
@@ -233,17 +250,22 @@ type check struct {
 	*Checker
 	ctx        context.Context
 	log        logr.Logger
-	now        time.Time
+	now        time.Time // read on first use, see time
+	haveNow    bool
 	report     *Report
 	evidence   *evidence   // made on first use
 	disruption *disruption // read on first use
+	deadBuf    *[]deadPod  // from deadBufs, when the stack's buffer is too small
 	// classifyOnly is true for Classify, which records first sightings but
 	// opens no generation of them (see sightings).
 	classifyOnly bool
 }
 
 // run is Check, filling in report when it is not nil. With no report and
-// no dead pod it allocates nothing.
+// no dead pod it allocates nothing; with no report, no observer and dead
+// pods that the Memory remembers, little: the evidence of the rules that
+// judge them, and a slice only when more than two pods need judging and no
+// earlier check left one in deadBufs.
 func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, stopped(err)
@@ -252,32 +274,24 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	if err != nil {
 		return false, &ListError{Err: err}
 	}
-	if err := validate(pods); err != nil {
-		return false, err
-	}
-	if report != nil {
-		report.Pods = make([]PodReport, len(pods))
-	}
-	k := check{Checker: c, ctx: ctx, log: c.log, now: c.clock.Now(), report: report}
+	k := check{Checker: c, ctx: ctx, log: c.log, report: report}
 	if k.log.GetSink() == nil {
 		k.log = logr.FromContextOrDiscard(ctx)
 	}
 
-	alive := 0
-	var dead []deadPod // allocated only when there is a dead pod
-	for i, pod := range pods {
-		v := k.classify(pod)
-		switch v.State {
-		case Alive:
-			alive++
-		case Dead:
-			dead = append(dead, deadPod{index: i, verdict: v})
-			continue // finished after its force delete
-		}
-		if report != nil || c.observer != nil {
-			k.finish(i, PodReport{Pod: pod, Verdict: v})
-		}
+	var buf [2]deadPod // the dead pods, on the stack while they are few
+	var alive int
+	var dead []deadPod
+	if report == nil && c.observer == nil && c.quickAlive {
+		alive, dead, err = k.classifyQuietly(pods, buf[:0])
+	} else {
+		alive, dead, err = k.classifyAll(pods, buf[:0])
 	}
+	if err != nil {
+		return false, err
+	}
+	defer k.release(dead)
+	defer k.releaseEvidence()
 
 	var errs []error
 	for n, d := range dead {
@@ -307,6 +321,116 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	return alive > 0, nil
 }
 
+// classifyQuietly classifies pods when no verdict is reported (no Report,
+// no Observer) and the rules call alive every pod that is neither deleting
+// nor terminal nor on a node confirmed gone (quickAlive). One pass
+// validates each pod and reads its deletionTimestamp and phase, and, with
+// node evidence for orphans, looks its node up in the check's table: that
+// is enough to count most pods alive, without reading their conditions.
+// Only the others go through the rules, after the whole list is validated,
+// so that no rule sees an invalid list. It returns the dead pods in list
+// order, appended to dead.
+func (k *check) classifyQuietly(pods []*corev1.Pod, dead []deadPod) (alive int, _ []deadPod, _ error) {
+	others := dead
+	for i, pod := range pods {
+		switch {
+		case pod == nil:
+			return 0, nil, nilPod(i)
+		case pod.DeletionTimestamp == nil && !isTerminalPhase(pod) &&
+			(!k.orphans || pod.Spec.NodeName == "" || !k.getEvidence().gone(pod.Spec.NodeName)):
+			alive++
+		default:
+			if len(others) == cap(others) {
+				others = k.grow(others, i, len(pods))
+			}
+			others = append(others, deadPod{index: i})
+		}
+	}
+	// Classify the others, keeping the dead ones in the same slice.
+	dead = others[:0]
+	for _, o := range others {
+		switch v := k.classify(pods[o.index]); v.State {
+		case Alive:
+			alive++
+		case Dead:
+			dead = append(dead, deadPod{index: o.index, verdict: v})
+		}
+	}
+	return alive, dead, nil
+}
+
+// classifyAll validates the pods, then classifies every one, filling in
+// the report and telling the observer about the pods that are not dead (a
+// dead pod is finished after its force delete). It returns the dead pods
+// in list order, appended to dead.
+func (k *check) classifyAll(pods []*corev1.Pod, dead []deadPod) (alive int, _ []deadPod, _ error) {
+	if err := validate(pods); err != nil {
+		return 0, nil, err
+	}
+	if k.report != nil {
+		k.report.Pods = make([]PodReport, len(pods))
+	}
+	for i, pod := range pods {
+		v := k.classify(pod)
+		switch v.State {
+		case Alive:
+			alive++
+		case Dead:
+			if len(dead) == cap(dead) {
+				dead = k.grow(dead, i, len(pods))
+			}
+			dead = append(dead, deadPod{index: i, verdict: v})
+			continue // finished after its force delete
+		}
+		if k.report != nil || k.observer != nil {
+			k.finish(i, PodReport{Pod: pod, Verdict: v})
+		}
+	}
+	return alive, dead, nil
+}
+
+// grow returns s, full after seen of total pods, with room for more: three
+// times as many as the share of pods in s so far predicts for the whole
+// list, and at least twice as many as s holds, so that a list with 1% dead
+// pods usually grows it once. The room comes from a slice that an earlier
+// check released, if one is big enough.
+func (k *check) grow(s []deadPod, seen, total int) []deadPod {
+	want := max(2*cap(s), 3*len(s)*total/max(seen, 1), 16)
+	if k.deadBuf == nil {
+		k.deadBuf, _ = k.deadBufs.Get().(*[]deadPod)
+		if k.deadBuf == nil {
+			k.deadBuf = new([]deadPod)
+		}
+	}
+	if cap(*k.deadBuf) < want {
+		*k.deadBuf = make([]deadPod, 0, want)
+	}
+	bigger := (*k.deadBuf)[:len(s)]
+	copy(bigger, s)
+	return bigger
+}
+
+// release gives the slice that grow made back for another check, once
+// dead, which lies in it, is no longer used.
+func (k *check) release(dead []deadPod) {
+	if k.deadBuf == nil {
+		return
+	}
+	clear(dead) // the verdicts' strings
+	*k.deadBuf = (*k.deadBuf)[:0]
+	k.deadBufs.Put(k.deadBuf)
+	k.deadBuf = nil
+}
+
+// time is the Checker's clock, read once per check when first needed: a
+// check of live pods without node evidence does not read it.
+func (k *check) time() time.Time {
+	if !k.haveNow {
+		k.now, k.haveNow = k.clock.Now(), true
+	}
+	return k.now
+}
+
 // classify gives pod its verdict, reading its facts once and asking for
 // node evidence only for pods that are deleting or terminal, or bound to a
 // node when a node can be confirmed gone (Options.Nodes and
@@ -314,7 +438,7 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 // check's table, and each node one lookup per check.
 func (k *check) classify(pod *corev1.Pod) Verdict {
 	f := factsOf(pod)
-	if k.liveNodes != nil && k.nodes != nil && pod.Spec.NodeName != "" && k.getEvidence().gone(pod.Spec.NodeName) {
+	if k.orphans && pod.Spec.NodeName != "" && k.getEvidence().gone(pod.Spec.NodeName) {
 		f |= onGoneNode
 	}
 	switch {
@@ -364,7 +488,7 @@ func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 		k.log.Error(err, "not force-deleting pod", podKeys(pod, v)...)
 		return result{outcome: DeleteFailed, err: err}
 	}
-	if !k.dryRun && k.memory.remembers(pod.UID, k.now) {
+	if !k.dryRun && k.memory.remembers(pod.UID, k.time()) {
 		return k.deletedEarlier(pod)
 	}
 	if why := k.holdBack(pod, v); why != "" {
@@ -471,21 +595,46 @@ func (k *check) holdBack(pod *corev1.Pod, v Verdict) string {
 	return ""
 }
 
+// getEvidence returns the check's evidence, made on first use. A check
+// takes it from the Checker's pool, with the tables of an earlier check,
+// emptied, so that looking up the same nodes again allocates nothing.
 func (k *check) getEvidence() *evidence {
 	if k.evidence == nil {
-		k.evidence = &evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, now: k.now, sightings: k.firstSightings()}
+		e, _ := k.evidences.Get().(*evidence)
+		if e == nil {
+			e = new(evidence)
+		}
+		seen, reasons := e.seen, e.reasons
+		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, now: k.time(), seen: seen, reasons: reasons, ownSightings: k.firstSightings()}
+		e.sightings = &e.ownSightings
+		k.evidence = e
 	}
 	return k.evidence
+}
+
+// releaseEvidence gives the check's evidence back to the Checker's pool,
+// emptied, once no rule of the check can read it any more.
+func (k *check) releaseEvidence() {
+	e := k.evidence
+	if e == nil {
+		return
+	}
+	k.evidence = nil
+	clear(e.seen)
+	clear(e.reasons)
+	seen, reasons := e.seen, e.reasons
+	*e = evidence{seen: seen, reasons: reasons}
+	k.evidences.Put(e)
 }
 
 // firstSightings returns the first-seen records that this check writes and
 // reads. A dry run writes only a record of its own, which real checks never
 // read, and reads the real checks' record without writing it.
-func (k *check) firstSightings() *checkSightings {
+func (k *check) firstSightings() checkSightings {
 	if k.dryRun {
-		return &checkSightings{record: k.memory.dryRunSightings, shared: k.memory.sightings, peek: k.classifyOnly}
+		return checkSightings{record: k.memory.dryRunSightings, shared: k.memory.sightings, peek: k.classifyOnly}
 	}
-	return &checkSightings{record: k.memory.sightings, peek: k.classifyOnly}
+	return checkSightings{record: k.memory.sightings, peek: k.classifyOnly}
 }
 
 // objectRef names an object in logs the way Kubernetes' structured logging
@@ -526,10 +675,14 @@ func keyOf(pod *corev1.Pod) types.NamespacedName {
 func validate(pods []*corev1.Pod) error {
 	for i, pod := range pods {
 		if pod == nil {
-			return &ListError{Err: fmt.Errorf("the source returned a nil pod at index %d", i)}
+			return nilPod(i)
 		}
 	}
 	return nil
+}
+
+func nilPod(index int) error {
+	return &ListError{Err: fmt.Errorf("the source returned a nil pod at index %d", index)}
 }
 
 // stopped wraps the error of an ended context (row D7).

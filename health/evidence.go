@@ -28,7 +28,28 @@ type evidence struct {
 	live      NodeGetter // nil: a missing node is never confirmed gone
 	now       time.Time
 	sightings *checkSightings
-	seen      map[string]nodeFact
+	// ownSightings is what sightings points to in a check's evidence.
+	ownSightings checkSightings
+	seen         map[string]nodeFact
+	reasons      map[nodeReason]string // see reason
+}
+
+// nodeReason is a verdict's reason about a node, before it is spelled out.
+type nodeReason struct{ prefix, node, suffix string }
+
+// reason returns prefix + node + suffix, spelled out once per node and
+// check, so that the many dead pods of one failed node share one string.
+func (e *evidence) reason(prefix, node, suffix string) string {
+	key := nodeReason{prefix, node, suffix}
+	if r, ok := e.reasons[key]; ok {
+		return r
+	}
+	r := prefix + node + suffix
+	if e.reasons == nil {
+		e.reasons = make(map[nodeReason]string)
+	}
+	e.reasons[key] = r
+	return r
 }
 
 type nodeFact struct {

@@ -31,10 +31,11 @@ func nodeGone() Rule {
 		if pod.Spec.NodeName == "" || !ev.gone(pod.Spec.NodeName) {
 			return Verdict{}, false
 		}
-		reason := "node " + pod.Spec.NodeName + " is gone, confirmed by a live read"
+		prefix := "node "
 		if pod.DeletionTimestamp != nil {
-			reason = "deletionTimestamp set and " + reason
+			prefix = "deletionTimestamp set and node "
 		}
+		reason := ev.reason(prefix, pod.Spec.NodeName, " is gone, confirmed by a live read")
 		return Verdict{State: Dead, Fenced: true, Reason: reason}, true
 	}}
 }
@@ -51,7 +52,7 @@ func outOfService() Rule {
 		if err != nil || node == nil || !nodeOutOfService(node) {
 			return Verdict{}, false
 		}
-		return Verdict{State: Dead, Fenced: true, Reason: "deletionTimestamp set and node " + pod.Spec.NodeName + " is not Ready and out of service"}, true
+		return Verdict{State: Dead, Fenced: true, Reason: ev.reason("deletionTimestamp set and node ", pod.Spec.NodeName, " is not Ready and out of service")}, true
 	}}
 }
 
@@ -82,7 +83,7 @@ func TerminatingTooLong(margin time.Duration) Rule {
 		if ev.now.Sub(pod.DeletionTimestamp.Time) < margin || ev.now.Sub(since) < addSaturating(gracePeriod(pod), margin) {
 			return Verdict{}, false
 		}
-		return Verdict{State: Dead, Reason: "terminating past its deletion deadline and margin on node " + pod.Spec.NodeName + ", which is not Ready"}, true
+		return Verdict{State: Dead, Reason: ev.reason("terminating past its deletion deadline and margin on node ", pod.Spec.NodeName, ", which is not Ready")}, true
 	}}
 }
 

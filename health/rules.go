@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -168,6 +169,34 @@ func (rs Rules) needFacts() bool {
 	return true
 }
 
+// aliveUnlessDeletingOrTerminal reports whether the rules call alive every
+// pod that has no deletionTimestamp, is not in a terminal phase and is not
+// on a node confirmed gone, whatever its conditions: each rule needs the
+// deleting, terminal or onGoneNode fact, or is staleDisruptionTarget
+// (recognised by its function, not its name), whose only verdict is Alive.
+// A check that reports no verdict may then count such a pod alive without
+// reading its conditions; one that reports verdicts must still ask
+// staleDisruptionTarget, whose Rule and Reason differ from those of a pod
+// that no rule matched. A rule of the caller's declares no fact, so any
+// one turns this off.
+func (rs Rules) aliveUnlessDeletingOrTerminal() bool {
+	for _, r := range rs {
+		switch {
+		case r.when&(deleting|terminal|onGoneNode) != 0:
+		case r.when == disrupted && r.withEvidence == nil && sameFunc(r.Classify, classifyStaleDisruptionTarget):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// sameFunc reports whether f is the top-level function g itself, not a
+// closure or another function that a caller put in its place.
+func sameFunc(f, g func(*corev1.Pod) (Verdict, bool)) bool {
+	return f != nil && reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer()
+}
+
 // needEvidence reports whether any rule needs evidence.
 func (rs Rules) needEvidence() bool {
 	for _, r := range rs {
@@ -203,9 +232,9 @@ func taintEvicted() Rule {
 		node, gone, err := ev.node(pod.Spec.NodeName)
 		switch {
 		case err == nil && gone:
-			return Verdict{State: Dead, Fenced: true, Reason: why + ", node " + pod.Spec.NodeName + " is gone"}, true
+			return Verdict{State: Dead, Fenced: true, Reason: ev.reason(why+", node ", pod.Spec.NodeName, " is gone")}, true
 		case err == nil && nodeDown(node):
-			return Verdict{State: Dead, Fenced: nodeFences(node, false), Reason: why + ", node " + pod.Spec.NodeName + " is not Ready"}, true
+			return Verdict{State: Dead, Fenced: nodeFences(node, false), Reason: ev.reason(why+", node ", pod.Spec.NodeName, " is not Ready")}, true
 		case err == nil && nodeUp(node):
 			return Verdict{}, false // a live kubelet finishes the graceful deletion
 		}
@@ -274,12 +303,18 @@ func FinishedPodIsDead() Rule {
 // DisruptionTarget=True but no deletionTimestamp: the disruption was called
 // off or has not happened, and the condition may be stale.
 func staleDisruptionTarget() Rule {
-	return Rule{Name: ruleStaleDisruptionTarget, when: disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
-		if pod.DeletionTimestamp != nil || isTerminalPhase(pod) || disruptionTarget(pod) == nil {
-			return Verdict{}, false
-		}
-		return Verdict{State: Alive, Reason: "DisruptionTarget=True without deletionTimestamp; the condition can be stale"}, true
-	}}
+	return Rule{Name: ruleStaleDisruptionTarget, when: disrupted, Classify: classifyStaleDisruptionTarget}
+}
+
+// classifyStaleDisruptionTarget is staleDisruptionTarget's Classify. It is
+// a function of its own, not a closure, so that a Checker can tell that a
+// rule is this one (see Rules.aliveUnlessDeletingOrTerminal): its only
+// verdict is Alive.
+func classifyStaleDisruptionTarget(pod *corev1.Pod) (Verdict, bool) {
+	if pod.DeletionTimestamp != nil || isTerminalPhase(pod) || disruptionTarget(pod) == nil {
+		return Verdict{}, false
+	}
+	return Verdict{State: Alive, Reason: "DisruptionTarget=True without deletionTimestamp; the condition can be stale"}, true
 }
 
 func isTerminalPhase(pod *corev1.Pod) bool {

@@ -1,0 +1,186 @@
+package health_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/fake"
+)
+
+// A check that reports no verdict counts a running pod alive without asking
+// StaleDisruptionTarget; a rule in its place, or any other rule about
+// disrupted pods, is still asked.
+func TestRulesAboutRunningDisruptedPodsAreStillAsked(t *testing.T) {
+	stale := func() *corev1.Pod { return newPod("stale", disruption("EvictionByEvictionAPI")) }
+	deadIfDisrupted := func(*corev1.Pod) (health.Verdict, bool) {
+		return health.Verdict{State: health.Dead, Fenced: true, Reason: "disrupted"}, true
+	}
+	replaced := health.DefaultRules()
+	last := &replaced[len(replaced)-1]
+	require.Equal(t, health.RuleStaleDisruptionTarget, last.Name)
+	last.Classify = deadIfDisrupted // same name and facts, another function
+	before := append(health.Rules{health.WithWhen(health.Rule{Name: "DisruptedIsDead", Classify: deadIfDisrupted}, health.Disrupted)}, health.DefaultRules()...)
+	undeclared := append(health.Rules{{Name: "DisruptedIsDead", Classify: func(p *corev1.Pod) (health.Verdict, bool) {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.DisruptionTarget {
+				return deadIfDisrupted(p)
+			}
+		}
+		return health.Verdict{}, false
+	}}}, health.DefaultRules()...)
+
+	for _, tt := range []struct {
+		name        string
+		rules       health.Rules
+		wantDeleted []string
+		wantHealthy bool
+	}{
+		{"default rules", nil, nil, true},
+		{"StaleDisruptionTarget with another function", replaced, []string{"stale"}, false},
+		{"a rule about disrupted pods before the defaults", before, []string{"stale"}, false},
+		{"a rule of the caller's, declaring no facts", undeclared, []string{"stale"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pods := fake.New(fake.Options{}, stale())
+			healthy, err := newChecker(t, pods, health.Options{Rules: tt.rules}).Check(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, tt.wantHealthy, healthy)
+			require.Equal(t, tt.wantDeleted, deletedNames(pods))
+		})
+	}
+}
+
+// A check that reports no verdict validates the whole list before it asks
+// any rule or deletes anything, with and without node evidence for
+// orphans.
+func TestInvalidListReachesNoRuleAndDeletesNothing(t *testing.T) {
+	for _, orphans := range []bool{false, true} {
+		t.Run(fmt.Sprintf("orphans=%v", orphans), func(t *testing.T) {
+			var asked atomic.Int64
+			counting := health.WithWhen(health.Rule{Name: "Counting", Classify: func(*corev1.Pod) (health.Verdict, bool) {
+				asked.Add(1)
+				return health.Verdict{}, false
+			}}, health.Deleting)
+			list := []*corev1.Pod{taintEvicted("dead"), newPod("orphan", onNode("node-gone")), newPod("alive"), nil}
+			var deletes atomic.Int64
+			deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error { deletes.Add(1); return nil })
+			source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil })
+			opts := health.Options{Rules: append(health.Rules{counting}, health.DefaultRules()...)}
+			if orphans {
+				opts.Nodes, opts.LiveNodes = fake.NewNodes(newNode("node-a")), fake.NewNodes(newNode("node-a"))
+			}
+			checker, err := health.New(source, deleter, opts)
+			require.NoError(t, err)
+			healthy, err := checker.Check(context.Background())
+			require.False(t, healthy)
+			var listErr *health.ListError
+			require.ErrorAs(t, err, &listErr)
+			require.ErrorContains(t, err, "nil pod at index 3")
+			require.Zero(t, asked.Load(), "rules asked about an invalid list")
+			require.Zero(t, deletes.Load())
+		})
+	}
+}
+
+// A check that reports no verdict, with node evidence for orphans, still
+// force-deletes a running pod whose node a live read confirms gone, and
+// looks each node up once per check, not once per pod.
+func TestQuietCheckFindsOrphansWithOneLookupPerNode(t *testing.T) {
+	list := []*corev1.Pod{newPod("orphan", onNode("node-gone"))}
+	for i := range 50 {
+		list = append(list, newPod(fmt.Sprintf("alive-%d", i), disruption("EvictionByEvictionAPI")))
+	}
+	pods := fake.New(fake.Options{}, list...)
+	cache, live := fake.NewNodes(newNode("node-a")), fake.NewNodes(newNode("node-a"))
+	checker := newChecker(t, pods, health.Options{Nodes: cache, LiveNodes: live})
+	healthy, err := checker.Check(context.Background())
+	require.NoError(t, err)
+	require.True(t, healthy)
+	require.Equal(t, []string{"orphan"}, deletedNames(pods))
+	require.Equal(t, 2, cache.Gets(), "node cache reads: one per node")
+	require.Equal(t, 1, live.Gets(), "live node reads: one per node missing from the cache")
+}
+
+// countingClock counts how often it is read.
+type countingClock struct {
+	clock.PassiveClock
+	reads atomic.Int64
+}
+
+func (c *countingClock) Now() time.Time {
+	c.reads.Add(1)
+	return c.PassiveClock.Now()
+}
+
+// A check reads the clock only when something needs it: not for live pods
+// without node evidence, once for dead pods that the Memory remembers.
+func TestCheckReadsTheClockOnlyWhenNeeded(t *testing.T) {
+	clk := &countingClock{PassiveClock: clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))}
+	alive := fake.New(fake.Options{}, newPod("a"), newPod("b", disruption("EvictionByEvictionAPI")))
+	_, err := newChecker(t, alive, health.Options{Clock: clk}).Check(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, clk.reads.Load(), "clock reads in a check of live pods")
+
+	list := []*corev1.Pod{newPod("a"), taintEvicted("dead1"), taintEvicted("dead2")}
+	source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil })
+	var deletes atomic.Int64
+	deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error { deletes.Add(1); return nil })
+	checker, err := health.New(source, deleter, health.Options{Clock: clk})
+	require.NoError(t, err)
+	_, err = checker.Check(context.Background()) // deletes them
+	require.NoError(t, err)
+	require.Equal(t, int64(2), deletes.Load())
+	clk.reads.Store(0)
+	_, err = checker.Check(context.Background()) // finds them in the Memory
+	require.NoError(t, err)
+	require.Equal(t, int64(1), clk.reads.Load(), "clock reads in a check of remembered dead pods")
+	require.Equal(t, int64(2), deletes.Load())
+}
+
+// Once the dead pods are remembered, a check without node evidence makes
+// at most four allocations, whatever the number of pods: the evidence that
+// TaintEvicted reads, and the slice of the pods to judge, which fits on the
+// stack for two of them and is reused from an earlier check for more (one
+// allocation is allowed for a garbage collection that emptied the pool).
+func TestCheckOfRememberedDeadPodsAllocatesAtMostFourTimes(t *testing.T) {
+	for _, tt := range []struct{ pods, deadEvery int }{
+		{10, 5}, // two dead pods
+		{1_000, 100},
+		{10_000, 100},
+		{100_000, 100},
+	} {
+		t.Run(fmt.Sprintf("pods=%d/dead=1in%d", tt.pods, tt.deadEvery), func(t *testing.T) {
+			list := make([]*corev1.Pod, tt.pods)
+			for i := range list {
+				if i%tt.deadEvery == 0 {
+					list[i] = taintEvicted(fmt.Sprintf("dead-%d", i))
+				} else {
+					list[i] = newPod(fmt.Sprintf("pod-%d", i))
+				}
+			}
+			source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil })
+			var deletes atomic.Int64
+			deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error { deletes.Add(1); return nil })
+			checker, err := health.New(source, deleter, health.Options{})
+			require.NoError(t, err)
+			check := func() {
+				if healthy, err := checker.Check(context.Background()); err != nil || !healthy {
+					t.Fatalf("Check() = %v, %v", healthy, err)
+				}
+			}
+			check()
+			require.Equal(t, int64(tt.pods/tt.deadEvery), deletes.Load(), "the first check force-deletes the dead pods")
+			require.LessOrEqual(t, testing.AllocsPerRun(5, check), 4.0)
+			require.Equal(t, int64(tt.pods/tt.deadEvery), deletes.Load(), "later checks find them in the Memory")
+		})
+	}
+}
