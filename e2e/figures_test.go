@@ -56,6 +56,7 @@ type figFailure struct {
 // passed.
 func TestFigures(t *testing.T) {
 	testStart := time.Now()
+	loadStart := figLoadAverage()
 	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
 	defer cancel()
 	cp := harness.Start(t, bins, harness.Options{})
@@ -294,6 +295,7 @@ func TestFigures(t *testing.T) {
 	}
 	doc := figRender(figReport{
 		date:          testStart.UTC().Format("2006-01-02"),
+		load:          [2]string{loadStart, figLoadAverage()},
 		version:       version,
 		failures:      results,
 		lag:           lagResults,
@@ -400,7 +402,8 @@ type figReport struct {
 	lagDeletes    float64
 	lagCreates    float64
 	healthyWrites float64
-	healthyLoad   int // workloads of the two operators in the healthy phase
+	load          [2]string // 1-minute load average at the start and the end; empty if unknown
+	healthyLoad   int       // workloads of the two operators in the healthy phase
 	orphans       nodeDeletedRun
 	duration      time.Duration
 }
@@ -441,7 +444,13 @@ func figRender(r figReport) string {
 		"with `DisruptionTarget=True` reason `DeletionByTaintManager`; the condition's own `lastTransitionTime` "+
 		"has whole-second resolution, so it is only shown for comparison. There is no scheduler: the replacement "+
 		"exists (Pending) when the API server has created it. Request counts come from the API server's "+
-		"`apiserver_request_total`.\n\n")
+		"`apiserver_request_total`. The orphan rows start when the API server has answered the node's DELETE "+
+		"and end when the test's pod watch delivers the pod's deletion; who removed the pod comes from its last "+
+		"state (PodGC leaves `DisruptionTarget=True` reason `DeletionByPodGC`).\n\n")
+	if r.load[0] != "" && r.load[1] != "" {
+		fmt.Fprintf(&b, "The machine was shared: its 1-minute load average was %s at the start and %s at the end "+
+			"(latencies in milliseconds grow with it).\n\n", r.load[0], r.load[1])
+	}
 
 	fmt.Fprintf(&b, "| figure | value |\n|---|---|\n")
 	fmt.Fprintf(&b, "| node failures timed (one at a time, one healthy node always up) | %d |\n", len(r.failures))
@@ -474,4 +483,18 @@ func figRender(r figReport) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.node, x.pod, figSec(x.evictedAfterBeat), figMs(x.operatorSawEvictionAt), figMs(x.gone), figMs(x.replaced))
 	}
 	return b.String()
+}
+
+// figLoadAverage returns the 1-minute load average from /proc/loadavg, or
+// "" where there is none.
+func figLoadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return ""
+	}
+	return fields[0]
 }
