@@ -253,7 +253,7 @@ func TestFigures(t *testing.T) {
 			replaced:         repl.Added.Sub(h.Evicted),
 		}
 		for _, line := range op.LogLines(`"pod died with its node"`) {
-			if strings.Contains(line, `name="`+h.Name+`"`) {
+			if strings.Contains(line, `pod="`+ns+"/"+h.Name+`"`) {
 				if at, ok := harness.KlogTime(line, now); ok {
 					r.operatorSawEvictionAt = at.Sub(h.Evicted)
 				}
@@ -412,7 +412,11 @@ func figMs(d time.Duration) string {
 	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 }
 
+// figSec prints d in seconds, or in milliseconds when it is under a second.
 func figSec(d time.Duration) string {
+	if d < time.Second {
+		return figMs(d)
+	}
 	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 

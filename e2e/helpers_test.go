@@ -124,11 +124,24 @@ func newCheckerOver(t *testing.T, c kubernetes.Interface, w string, source healt
 	if err != nil {
 		t.Fatal(err)
 	}
-	checker, err := health.New(source, deleter, health.Options{Logger: testr.New(t)})
+	checker, err := health.New(source, deleter, withLiveNodes(t, c, health.Options{Logger: testr.New(t)}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return checker
+}
+
+// withLiveNodes gives opts node evidence read live through c: a node GET per
+// node and check, so that a taint-evicted pod on a node that is not Ready
+// is dead at once rather than after its grace period.
+func withLiveNodes(t *testing.T, c kubernetes.Interface, opts health.Options) health.Options {
+	t.Helper()
+	live, err := kube.NewLiveNodes(c.CoreV1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Nodes, opts.LiveNodes = live, live
+	return opts
 }
 
 // podReport returns the report of the pod with the given UID, failing the

@@ -200,7 +200,7 @@ func TestScenarioNodeDeleted(t *testing.T) {
 		t.Errorf("the managed orphan was removed %v after its node's deletion by %s; want the operator to remove it within %v (PodGC took %v)",
 			r.onGone.Round(time.Millisecond), r.onRemovedBy, orphanDeadline, r.offGone.Round(time.Millisecond))
 	}
-	if lines := op.LogLines(`"force-deleted pod"`); len(lines) != 1 || !strings.Contains(lines[0], `name="`+onPod.Name+`"`) {
+	if lines := op.LogLines(`"force-deleted pod"`); len(lines) != 1 || !strings.Contains(lines[0], `pod="`+ns+"/"+onPod.Name+`"`) {
 		t.Errorf("operator's force deletes: %q, want one, of %s", lines, onPod.Name)
 	}
 	if r.deletes != 2 || r.deletesOK != 2 {

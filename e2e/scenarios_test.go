@@ -396,7 +396,7 @@ func TestScenarioAPIServerGoesAway(t *testing.T) {
 		}
 		return deleter.ForceDelete(ctx, pod)
 	})
-	checker, err := health.New(source, midCheck, health.Options{})
+	checker, err := health.New(source, midCheck, withLiveNodes(t, c, health.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
