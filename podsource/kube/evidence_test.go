@@ -15,14 +15,6 @@ import (
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
-func loadNode(t testing.TB, file string) *corev1.Node {
-	t.Helper()
-	var node corev1.Node
-	loadJSON(t, file, &node)
-	require.Equal(t, "Node", node.Kind, "fixture %s", file)
-	return &node
-}
-
 // evidenceInformers starts node and claim informers over client.
 func evidenceInformers(t *testing.T, client *fake.Clientset) (*kube.NodeSource, *kube.ClaimSource) {
 	t.Helper()

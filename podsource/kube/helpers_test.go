@@ -22,7 +22,7 @@ const (
 var (
 	loadPod          = testutil.LoadPod
 	loadStatusError  = testutil.LoadStatusError
-	loadJSON         = testutil.LoadJSON
+	loadNode         = testutil.LoadNode
 	allFixturePods   = testutil.LoadPods
 	objects          = testutil.Objects
 	startPodInformer = testutil.StartPodInformer
