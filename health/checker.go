@@ -461,9 +461,16 @@ func (k *check) scanNodes(pods []*corev1.Pod, from int, others []deadPod) (alive
 		e.touched |= touched
 		for j := range n {
 			b := &block[j]
-			if b.node != "" && !e.gone(b.node) {
-				alive++
-				continue
+			if b.node != "" {
+				gone, ok := e.table.gone(b.node)
+				if !ok {
+					gone = e.gone(b.node)
+					e.table.put(b.node, gone)
+				}
+				if !gone {
+					alive++
+					continue
+				}
 			}
 			if len(others) == cap(others) {
 				others = k.grow(others, b.index, len(pods))
@@ -722,8 +729,8 @@ func (k *check) getEvidence() *evidence {
 		if e == nil {
 			e = new(evidence)
 		}
-		seen, reasons := e.seen, e.reasons
-		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, clock: k.clock, now: k.now, haveNow: k.haveNow, seen: seen, reasons: reasons, ownSightings: k.firstSightings()}
+		seen, reasons, table := e.seen, e.reasons, e.table
+		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, clock: k.clock, now: k.now, haveNow: k.haveNow, seen: seen, reasons: reasons, table: table, ownSightings: k.firstSightings()}
 		e.sightings = &e.ownSightings
 		k.evidence = e
 	}
@@ -740,8 +747,9 @@ func (k *check) releaseEvidence() {
 	k.evidence = nil
 	clear(e.seen)
 	clear(e.reasons)
-	seen, reasons := e.seen, e.reasons
-	*e = evidence{seen: seen, reasons: reasons}
+	e.table.reset()
+	seen, reasons, table := e.seen, e.reasons, e.table
+	*e = evidence{seen: seen, reasons: reasons, table: table}
 	k.evidences.Put(e)
 }
 

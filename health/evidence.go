@@ -37,6 +37,8 @@ type evidence struct {
 	ownSightings checkSightings
 	seen         map[string]nodeFact
 	reasons      map[nodeReason]string // see reason
+	// table caches seen for scanNodes.
+	table nodeTable
 	// touched keeps the bytes that scanNodes reads ahead of its lookups,
 	// so that the reads are not optimised away; nothing else reads it.
 	touched byte
