@@ -95,6 +95,8 @@ func (t *nodeTable) insert(s nodeSlot) {
 
 // reset empties the table, keeping its room for the next check.
 func (t *nodeTable) reset() {
-	clear(t.slots)
-	t.used = 0
+	if t.used > 0 {
+		clear(t.slots)
+		t.used = 0
+	}
 }
