@@ -24,19 +24,19 @@ type NodeGetter interface {
 // lookups are made on demand, at most once per node per check. An evidence
 // belongs to one check and is not safe for concurrent use.
 type evidence struct {
-	ctx   context.Context
-	nodes NodeGetter // nil: no node evidence
-	live  NodeGetter // nil: a missing node is never confirmed gone
-	// clock is read once, when a rule first needs the time (see time), so
-	// that looking nodes up for live pods reads no clock.
-	clock     clock.PassiveClock
+	ctx       context.Context
+	nodes     NodeGetter // nil: no node evidence
+	live      NodeGetter // nil: a missing node is never confirmed gone
 	now       time.Time
-	haveNow   bool
 	sightings *checkSightings
 	// ownSightings is what sightings points to in a check's evidence.
 	ownSightings checkSightings
 	seen         map[string]nodeFact
 	reasons      map[nodeReason]string // see reason
+	// clock gives now when a rule first needs the time (see time), so
+	// that looking nodes up for live pods reads no clock.
+	clock   clock.PassiveClock
+	haveNow bool
 	// table caches seen for scanNodes.
 	table nodeTable
 	// touched keeps the bytes that scanNodes reads ahead of its lookups,
