@@ -426,8 +426,9 @@ const nodeBlock = 32
 // looking it up right after reading the pod would wait for two reads from
 // memory in turn, pod after pod. Instead the pods are read by blocks: the
 // node names of a block are gathered, then touched all at once, so that
-// their reads overlap, and only then looked up in the check's table, where
-// each node is looked up in Options.Nodes once per check.
+// their reads overlap, and only then looked up in the check's table (see
+// nodeTable), in front of evidence.seen, where each node is looked up in
+// Options.Nodes once per check.
 func (k *check) scanNodes(pods []*corev1.Pod, from int, others []deadPod) (alive int, _ []deadPod, _ error) {
 	type entry struct {
 		index int
@@ -436,6 +437,9 @@ func (k *check) scanNodes(pods []*corev1.Pod, from int, others []deadPod) (alive
 	var block [nodeBlock]entry
 	alive = from
 	e := k.getEvidence()
+	// A short list meets few nodes more than once: filling the table would
+	// cost more than it saves.
+	tabled := len(pods)-from > 2*nodeBlock
 	for start := from; start < len(pods); start += nodeBlock {
 		n := 0
 		for i := start; i < min(start+nodeBlock, len(pods)); i++ {
@@ -465,7 +469,9 @@ func (k *check) scanNodes(pods []*corev1.Pod, from int, others []deadPod) (alive
 				gone, ok := e.table.gone(b.node)
 				if !ok {
 					gone = e.gone(b.node)
-					e.table.put(b.node, gone)
+					if tabled {
+						e.table.put(b.node, gone)
+					}
 				}
 				if !gone {
 					alive++
