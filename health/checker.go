@@ -400,9 +400,20 @@ func (k *check) classifyQuietly(pods []*corev1.Pod, from int, dead []deadPod) (a
 			}
 		}
 	}
-	// Classify the others, keeping the dead ones in the same slice.
+	// Classify the others, keeping the dead ones in the same slice. Once a
+	// pod is counted alive, the health answer is known unless a force
+	// delete fails, so a pod that the Memory remembers as force-deleted
+	// changes nothing whatever its verdict: its force delete would not be
+	// sent again, and it would count at most one more pod alive. It is not
+	// judged, which spares reading its conditions. Without node evidence no
+	// rule records anything while it judges, so nothing is lost; a dry run
+	// does not read the Memory.
+	skipRemembered := alive > 0 && !k.dryRun && k.nodes == nil
 	dead = others[:0]
 	for _, o := range others {
+		if pod := pods[o.index]; skipRemembered && pod.Name != "" && pod.UID != "" && k.memory.remembers(pod.UID, k.time()) {
+			continue
+		}
 		switch v := k.classify(pods[o.index]); v.State {
 		case Alive:
 			alive++

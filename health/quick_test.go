@@ -198,7 +198,8 @@ func TestCheckOfRememberedDeadPodsAllocatesAtMostFourTimes(t *testing.T) {
 // length of a terminal one, orphans of gone nodes whose names share their
 // ends with live ones, and nil pods anywhere, it still answers as a
 // reported check does and force-deletes the same pods, with and without
-// node evidence.
+// node evidence, and again when the pods it force-deleted are listed once
+// more and remembered.
 func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
 	const gone = "ip-10-0-9-99.ec2.internal" // same length and ends as the live ones
 	live := []*corev1.Node{newNode("node-a"), newNode("ip-10-0-1-11.ec2.internal"), newNode("ip-10-0-2-22.ec2.internal"), newNode("n")}
@@ -231,7 +232,7 @@ func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
 		}
 		for _, evidence := range []bool{false, true} {
 			t.Run(fmt.Sprintf("seed=%d/pods=%d/evidence=%v", seed, n, evidence), func(t *testing.T) {
-				check := func(reported bool) (healthy bool, err error, deleted []string) {
+				check := func(reported bool) func() (healthy bool, err error, deleted []string) {
 					var stored []*corev1.Pod
 					for _, p := range list {
 						if p != nil {
@@ -247,21 +248,81 @@ func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
 					opts.Clock = clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))
 					checker, err := health.New(source, pods, opts)
 					require.NoError(t, err)
-					if reported {
-						var r health.Report
-						r, err = checker.CheckReport(context.Background())
-						healthy = r.Healthy
-					} else {
-						healthy, err = checker.Check(context.Background())
+					return func() (healthy bool, err error, deleted []string) {
+						if reported {
+							var r health.Report
+							r, err = checker.CheckReport(context.Background())
+							healthy = r.Healthy
+						} else {
+							healthy, err = checker.Check(context.Background())
+						}
+						return healthy, err, deletedNames(pods)
 					}
-					return healthy, err, deletedNames(pods)
 				}
-				wantHealthy, wantErr, wantDeleted := check(true)
-				gotHealthy, gotErr, gotDeleted := check(false)
-				require.Equal(t, wantHealthy, gotHealthy)
-				require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(gotErr))
-				require.Empty(t, cmp.Diff(wantDeleted, gotDeleted))
+				reported, quiet := check(true), check(false)
+				for round := 1; round <= 2; round++ {
+					// The second round lists the pods that the first one
+					// force-deleted again, as a lagging cache does.
+					wantHealthy, wantErr, wantDeleted := reported()
+					gotHealthy, gotErr, gotDeleted := quiet()
+					require.Equal(t, wantHealthy, gotHealthy, "round %d", round)
+					require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(gotErr), "round %d", round)
+					require.Empty(t, cmp.Diff(wantDeleted, gotDeleted), "round %d", round)
+				}
 			})
 		}
+	}
+}
+
+// Once a pod is counted alive, a quiet check without node evidence does not
+// judge the pods that the Memory remembers as force-deleted: their verdict
+// cannot change its answer. It still judges them when no pod is alive, with
+// node evidence, and in a dry run.
+func TestQuietCheckSkipsRememberedPodsOnlyWhenTheyCannotChangeTheAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		withAlive bool
+		opts      health.Options
+		wantAsked int64 // on the second check
+	}{
+		{"a pod alive", true, health.Options{}, 0},
+		{"no pod alive", false, health.Options{}, 2},
+		{"a pod alive, node evidence", true, health.Options{Nodes: fake.NewNodes(newNode("node-a")), LiveNodes: fake.NewNodes(newNode("node-a"))}, 2},
+		{"a pod alive, dry run", true, health.Options{DryRun: true}, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked atomic.Int64
+			counting := health.WithWhen(health.Rule{Name: "Counting", Classify: func(*corev1.Pod) (health.Verdict, bool) {
+				asked.Add(1)
+				return health.Verdict{}, false
+			}}, health.Deleting)
+			list := []*corev1.Pod{taintEvicted("dead-1"), taintEvicted("dead-2")}
+			if tt.withAlive {
+				list = append(list, newPod("alive"))
+			}
+			source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil }) // lags: lists the deleted pods again
+			var deletes atomic.Int64
+			deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error { deletes.Add(1); return nil })
+			opts := tt.opts
+			opts.Rules = append(health.Rules{counting}, health.DefaultRules()...)
+			opts.Clock = clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))
+			checker, err := health.New(source, deleter, opts)
+			require.NoError(t, err)
+			for n := 1; n <= 2; n++ {
+				asked.Store(0)
+				healthy, err := checker.Check(context.Background())
+				require.NoError(t, err)
+				require.Equal(t, tt.withAlive, healthy)
+				if n == 1 {
+					require.Equal(t, int64(2), asked.Load(), "pods judged by the first check")
+				}
+			}
+			require.Equal(t, tt.wantAsked, asked.Load(), "remembered pods judged by the second check")
+			wantDeletes := int64(2)
+			if tt.opts.DryRun {
+				wantDeletes = 0
+			}
+			require.Equal(t, wantDeletes, deletes.Load())
+		})
 	}
 }
