@@ -264,8 +264,9 @@ type check struct {
 // run is Check, filling in report when it is not nil. With no report and
 // no dead pod it allocates nothing; with no report, no observer and dead
 // pods that the Memory remembers, little: the evidence of the rules that
-// judge them, and a slice only when more than two pods need judging and no
-// earlier check left one in deadBufs.
+// judge them (none are judged when a pod is alive and there is no node
+// evidence, see classifyQuietly), and a slice only when more than two pods
+// need judging and no earlier check left one in deadBufs.
 func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, stopped(err)
