@@ -97,11 +97,8 @@ func (t *Tracker) Pending(workload string, listed []*corev1.Pod) int {
 }
 
 // PendingReport is Pending over the pods of report (report.Pods[i].Pod), as
-// Checker.CheckReport returned it. A nil report lists no pod.
-func (t *Tracker) PendingReport(workload string, report *health.Report) int {
-	if report == nil {
-		return t.pending(workload, 0, nil)
-	}
+// Checker.CheckReport returned it.
+func (t *Tracker) PendingReport(workload string, report health.Report) int {
 	return t.pending(workload, len(report.Pods), func(i int) *corev1.Pod { return report.Pods[i].Pod })
 }
 

@@ -175,9 +175,9 @@ func TestTrackerPendingReportReadsTheReportsPods(t *testing.T) {
 	tr.Created("w", pod("a", "uid-a"))
 	tr.Created("w", pod("b", "uid-b"))
 
-	require.Equal(t, 2, tr.PendingReport("w", nil), "a nil report lists no pod")
-	require.Equal(t, 2, tr.PendingReport("w", &health.Report{Pods: []health.PodReport{{}}}), "a PodReport without a pod")
-	report := &health.Report{Pods: []health.PodReport{{Pod: pod("a", "uid-a")}}}
+	require.Equal(t, 2, tr.PendingReport("w", health.Report{}), "an empty report lists no pod")
+	require.Equal(t, 2, tr.PendingReport("w", health.Report{Pods: []health.PodReport{{}}}), "a PodReport without a pod")
+	report := health.Report{Pods: []health.PodReport{{Pod: pod("a", "uid-a")}}}
 	require.Equal(t, 1, tr.PendingReport("w", report))
 	require.Equal(t, 1, tr.Pending("w", nil), "PendingReport did not forget the listed pod")
 }
@@ -198,7 +198,7 @@ func TestTrackerIsSafeForConcurrentUse(t *testing.T) {
 				p := pod(fmt.Sprintf("p-%d-%d", g, i), fmt.Sprintf("uid-%d-%d", g, i))
 				tr.Created(w, p)
 				_ = tr.Pending(w, []*corev1.Pod{pod("x", fmt.Sprintf("uid-%d-%d", g, i-1))})
-				_ = tr.PendingReport("forgotten", &health.Report{})
+				_ = tr.PendingReport("forgotten", health.Report{})
 				_ = tr.Wait(w)
 				tr.Forget("forgotten")
 			}
