@@ -18,9 +18,14 @@
 // that contains it. The expiry keeps a lost watch event, or a pod deleted
 // before the cache ever listed it, from blocking the workload for ever.
 //
-// Pass Pending the pods of the same list that answered "no live pod": a
-// cache that catches up between the check and the call to Pending then
-// cannot make it answer 0 for a pod the check did not count.
+// Call Pending after every check of the workload, healthy or not, with the
+// pods of that check's own list:
+//
+//   - a pod is forgotten as soon as a list contains it, so that when it goes
+//     away later (it died too) the next replacement is not held up until
+//     the TTL ends;
+//   - a cache that catches up between the check and the call to Pending
+//     cannot make it answer 0 for a pod the check did not count.
 //
 // Bad input never panics. A nil pod, or a pod with neither UID nor name,
 // passed to Created is still remembered, as a pod that no list can confirm:
