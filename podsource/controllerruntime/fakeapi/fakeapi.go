@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,9 +116,11 @@ func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Obje
 		if err != nil {
 			return err
 		}
-		gr, _ := meta.UnsafeGuessKindToResource(gvk)
-		return apierrors.NewConflict(gr.GroupResource(), obj.GetName(),
-			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *do.Preconditions.UID, current.GetUID()))
+		// The API server's own answer, word for word: its storage names
+		// the kind where NewConflict expects a resource.
+		return apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, obj.GetName(),
+			fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). "+
+				"The object might have been deleted and then recreated", *do.Preconditions.UID, current.GetUID()))
 	}
 	pod, isPod := current.(*corev1.Pod)
 	if !isPod {
