@@ -4,7 +4,6 @@
 // module never get controller-runtime in their module graph.
 //
 // It provides:
-//
 //   - PodSource, a health.PodSource over a client.Reader (the manager's
 //     cache): a check sends no request. The cache ignores the context of a
 //     read, so ListPods checks it first;
@@ -23,7 +22,9 @@
 //   - PolicyRules, EvidencePolicyRules and kubebuilder RBAC markers (in
 //     rbac.go) for what all of the above send;
 //   - NewChecker, which builds all of the above from a manager, a namespace
-//     and a selector, so that a reconciler's glue stays short:
+//     and a selector, so that a reconciler's glue stays short.
+//
+// In a reconciler (examples/controllerruntime in full):
 //
 //	checker, err := controllerruntime.NewChecker(mgr, req.Namespace, selector, controllerruntime.Options{
 //		Health:      health.Options{Memory: memory, Logger: log.FromContext(ctx)},

@@ -144,6 +144,8 @@ func (m *manager) GetEventRecorder(name string) recorder.EventRecorder {
 func loadPod(t *testing.T, file string) *corev1.Pod   { return testutil.LoadPod(t, file) }
 func loadNode(t *testing.T, file string) *corev1.Node { return testutil.LoadNode(t, file) }
 
-func fakeapiNewClient(objs ...client.Object) (client.WithWatch, error) { return fakeapi.NewClient(objs...) }
+func fakeapiNewClient(objs ...client.Object) (client.WithWatch, error) {
+	return fakeapi.NewClient(objs...)
+}
 
 func fmtAny(v any) string { return fmt.Sprint(v) }

@@ -65,7 +65,9 @@ func TestPodSourceChecksTheContextBecauseTheCacheIgnoresIt(t *testing.T) {
 func TestPodSourceWrapsTheReadersErrors(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no RBAC"))
 	c := interceptor.NewClient(apiServer(t), interceptor.Funcs{
-		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error { return forbidden },
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return forbidden
+		},
 	})
 	src, err := crh.NewPodSource(c, "default", registry)
 	require.NoError(t, err)
@@ -138,4 +140,3 @@ func TestConstructorsRefuseNilAndTypedNilDependencies(t *testing.T) {
 // nilClient is a client.Client type whose nil pointer tests typed-nil
 // checks; its methods are never called.
 type nilClient struct{ client.Client }
-
