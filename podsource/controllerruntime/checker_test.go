@@ -3,6 +3,7 @@ package controllerruntime_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/podhealth/podhealth/health"
@@ -217,4 +219,42 @@ func TestNodesAndClaimsReadTheirReaderAndCheckTheContextFirst(t *testing.T) {
 	_, err = claims.GetClaim(done, "default", "data")
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, before, n.get("get")+n.get("list"), "a done context still reached the reader")
+}
+
+// TestReadsWaitForAnUnsyncedCacheOnlySoLong: the cache waits for an
+// informer to sync for as long as a read's context lasts, and a reconcile's
+// context has no deadline; every read of the package gets one.
+func TestReadsWaitForAnUnsyncedCacheOnlySoLong(t *testing.T) {
+	var deadlines []time.Duration
+	record := func(ctx context.Context) {
+		d, ok := ctx.Deadline()
+		require.True(t, ok, "a read without a deadline")
+		deadlines = append(deadlines, time.Until(d))
+	}
+	c := interceptor.NewClient(apiServer(t, loadNode(t, testutil.NodeLost)), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			record(ctx)
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			record(ctx)
+			return c.List(ctx, list, opts...)
+		},
+	})
+	nodes, err := crh.NewNodes(c)
+	require.NoError(t, err)
+	claims, err := crh.NewClaims(c)
+	require.NoError(t, err)
+	src, err := crh.NewPodSource(c, "default", registry)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, _ = nodes.GetNode(ctx, "node-lost")
+	_, _ = nodes.ListNodes(ctx)
+	_, _ = claims.GetClaim(ctx, "default", "data")
+	_, _ = src.ListPods(ctx)
+	require.Len(t, deadlines, 4)
+	for _, d := range deadlines {
+		require.Greater(t, d, time.Duration(0))
+		require.LessOrEqual(t, d, 10*time.Second)
+	}
 }

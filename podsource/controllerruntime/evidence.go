@@ -26,7 +26,9 @@ var (
 // controller-runtime's cache starts a node informer on the first read and
 // waits for it to sync before it answers, so an empty cache is never taken
 // for missing nodes; it ignores the context of the read itself, so Nodes
-// checks the context first. A missing node is the reader's NotFound error,
+// checks the context first. Each read waits at most 10 seconds (a cache
+// without RBAC on nodes never syncs): a read that times out is an error, and
+// the node is then unknown to a Checker, never gone. A missing node is the reader's NotFound error,
 // wrapped (apierrors.IsNotFound reaches it), which a Checker reads as "missing from this reader" and
 // confirms with LiveNodes. Every call returns new objects. A Nodes is safe
 // for concurrent use when its reader is.
@@ -47,6 +49,8 @@ func (n *Nodes) GetNode(ctx context.Context, name string) (*corev1.Node, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("controllerruntime: getting node %q: %w", name, err)
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	node := &corev1.Node{}
 	if err := n.reader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return nil, fmt.Errorf("controllerruntime: getting node %q: %w", name, err)
@@ -59,6 +63,8 @@ func (n *Nodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("controllerruntime: listing nodes: %w", err)
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	var list corev1.NodeList
 	if err := n.reader.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("controllerruntime: listing nodes: %w", err)
@@ -92,6 +98,8 @@ func (c *Claims) GetClaim(ctx context.Context, namespace, name string) (*corev1.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("controllerruntime: getting claim %s/%s: %w", namespace, name, err)
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	claim := &corev1.PersistentVolumeClaim{}
 	if err := c.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim); err != nil {
 		return nil, fmt.Errorf("controllerruntime: getting claim %s/%s: %w", namespace, name, err)

@@ -19,7 +19,8 @@ var _ health.PodSource = (*PodSource)(nil)
 // mgr.GetClient(), which reads the manager's cache and sends no request.
 //
 // The manager's cache ignores the context of a read, so ListPods checks it
-// first: a check whose context is done lists nothing.
+// first: a check whose context is done lists nothing. A cache that has not
+// synced its pod informer yet is waited for at most 10 seconds.
 //
 // The pods it returns belong to the list that ListPods allocated for the
 // call (controller-runtime's cache hands out copies unless it is told not
@@ -58,6 +59,8 @@ func (s *PodSource) ListPods(ctx context.Context) ([]*corev1.Pod, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("controllerruntime: listing pods: %w", err)
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	var list corev1.PodList
 	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabelsSelector{Selector: s.selector}); err != nil {
 		return nil, fmt.Errorf("controllerruntime: listing pods of namespace %q matching %q: %w", s.namespace, s.selector, err)
