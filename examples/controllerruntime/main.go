@@ -9,7 +9,8 @@
 // again after Report.RetryAfter when the delete budget held a dead pod
 // back.
 //
-// Run it against a cluster with --kubeconfig, then create a registry:
+// Run it against a cluster with --kubeconfig (or $KUBECONFIG), then create
+// a registry:
 //
 //	kubectl create configmap catalog --from-literal=image=registry.example/catalog:1
 //	kubectl label configmap catalog podhealth.example/registry=true
@@ -29,8 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -73,39 +72,57 @@ func main() {
 
 func run() error {
 	klog.InitFlags(nil)
-	var (
-		kubeconfig  = flag.String("kubeconfig", "", "path to a kubeconfig file; empty means the in-cluster configuration")
-		namespace   = flag.String("namespace", "default", "namespace of the registries; the controller acts in no other")
-		resync      = flag.Duration("resync", 30*time.Second, "how often a healthy registry is checked again without an event (a deleted node changes none of its pods); 0 disables")
-		maxDeletes  = flag.Int("max-force-deletes-per-minute", 0, "limit of force deletes per minute over all registries; 0 means no limit")
-		toleration  = flag.Int64("toleration-seconds", 30, "tolerationSeconds of the registry pods for the not-ready and unreachable NoExecute taints")
-		metricsAddr = flag.String("metrics-bind-address", "0", `address of the metrics endpoint, such as 127.0.0.1:8080; "0" disables it`)
-	)
-	flag.Parse()
-	ctrl.SetLogger(klog.NewKlogr())
-	if msgs := validation.IsDNS1123Label(*namespace); len(msgs) > 0 {
-		return fmt.Errorf("--namespace %q: %v", *namespace, msgs)
-	}
-	if *resync < 0 || *maxDeletes < 0 || *toleration < 0 {
-		return errors.New("--resync, --max-force-deletes-per-minute and --toleration-seconds must not be negative")
-	}
-	restConfig, err := loadConfig(*kubeconfig)
+	opts, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(restConfig, managerOptions(*namespace, *metricsAddr))
+	ctrl.SetLogger(klog.NewKlogr())
+	restConfig, err := ctrl.GetConfig() // --kubeconfig (controller-runtime's flag), $KUBECONFIG or in-cluster
+	if err != nil {
+		return fmt.Errorf("loading the client configuration: %w", err)
+	}
+	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts.namespace, opts.metricsAddr))
 	if err != nil {
 		return fmt.Errorf("building the manager: %w", err)
 	}
-	r, err := NewRegistryReconciler(mgr, Config{Resync: *resync, MaxForceDeletesPerMinute: *maxDeletes, TolerationSeconds: *toleration})
+	r, err := NewRegistryReconciler(mgr, opts.Config)
 	if err != nil {
 		return err
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	log.Log.Info("starting", "namespace", *namespace, "resync", *resync)
+	log.Log.Info("starting", "namespace", opts.namespace, "resync", opts.Resync)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// flags are the command's settings.
+type flags struct {
+	Config
+	namespace   string
+	metricsAddr string
+}
+
+// parseFlags defines the command's flags on fs and parses args. The
+// --kubeconfig flag is controller-runtime's own, which its config package
+// defines on flag.CommandLine (ctrl.GetConfig reads it).
+func parseFlags(fs *flag.FlagSet, args []string) (flags, error) {
+	var f flags
+	fs.StringVar(&f.namespace, "namespace", "default", "namespace of the registries; the controller acts in no other")
+	fs.DurationVar(&f.Resync, "resync", 30*time.Second, "how often a healthy registry is checked again without an event (a deleted node changes none of its pods); 0 disables")
+	fs.IntVar(&f.MaxForceDeletesPerMinute, "max-force-deletes-per-minute", 0, "limit of force deletes per minute over all registries; 0 means no limit")
+	fs.Int64Var(&f.TolerationSeconds, "toleration-seconds", 30, "tolerationSeconds of the registry pods for the not-ready and unreachable NoExecute taints")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", `address of the metrics endpoint, such as 127.0.0.1:8080; "0" disables it`)
+	if err := fs.Parse(args); err != nil {
+		return flags{}, err
+	}
+	if msgs := validation.IsDNS1123Label(f.namespace); len(msgs) > 0 {
+		return flags{}, fmt.Errorf("--namespace %q: %v", f.namespace, msgs)
+	}
+	if f.Resync < 0 || f.MaxForceDeletesPerMinute < 0 || f.TolerationSeconds < 0 {
+		return flags{}, errors.New("--resync, --max-force-deletes-per-minute and --toleration-seconds must not be negative")
+	}
+	return f, nil
 }
 
 // managerOptions restricts the manager's cache to the namespace, to the
@@ -124,21 +141,6 @@ func managerOptions(namespace, metricsAddr string) ctrl.Options {
 		},
 		Metrics: metricsserver.Options{BindAddress: metricsAddr},
 	}
-}
-
-func loadConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
-		}
-		return cfg, nil
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no --kubeconfig and no in-cluster configuration: %w", err)
-	}
-	return cfg, nil
 }
 
 // Config is what the flags set.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"regexp"
@@ -308,4 +309,21 @@ func TestRBACMarkersGrantWhatTheLibraryAndTheReconcilerSend(t *testing.T) {
 		require.True(t, granted[w], "the markers do not grant %s", w)
 	}
 	require.Len(t, granted, len(want), "the markers grant more than is sent: %v", granted)
+}
+
+// TestFlagsParseOnTheCommandLineThatControllerRuntimeSharesWithUs: the
+// controller-runtime config package defines --kubeconfig on
+// flag.CommandLine; the command's own flags must not define it again.
+func TestFlagsParseOnTheCommandLineThatControllerRuntimeSharesWithUs(t *testing.T) {
+	require.NotNil(t, flag.CommandLine.Lookup("kubeconfig"), "controller-runtime no longer defines --kubeconfig")
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	flag.CommandLine.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	f, err := parseFlags(fs, []string{"--kubeconfig=/dev/null", "--namespace=registries", "--resync=2s", "--max-force-deletes-per-minute=3", "--toleration-seconds=5"})
+	require.NoError(t, err)
+	require.Equal(t, flags{Config: Config{Resync: 2 * time.Second, MaxForceDeletesPerMinute: 3, TolerationSeconds: 5}, namespace: "registries", metricsAddr: "0"}, f)
+
+	for _, bad := range [][]string{{"--namespace=Not_A_Label"}, {"--resync=-1s"}, {"--toleration-seconds=-1"}} {
+		_, err := parseFlags(flag.NewFlagSet("bad", flag.ContinueOnError), bad)
+		require.Error(t, err, "%v", bad)
+	}
 }
