@@ -173,3 +173,77 @@ func TestScenarioControllerRuntimeNodeFailure(t *testing.T) {
 		t.Errorf("events on registry %s by reason: %v, want one ForceDeletedDeadPod and one CreatedRegistryPod", w, reasons)
 	}
 }
+
+// TestScenarioControllerRuntimeLaggingCache: the manager's cache learns of
+// every change several resyncs late (its watches go through a proxy that
+// delays them). Two registries lose their pods with their node; while the
+// cache still lists the force-deleted pods and does not list the
+// replacements, the controller reconciles again and again. It must send one
+// force delete per dead pod and create one replacement per registry.
+func TestScenarioControllerRuntimeLaggingCache(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// node-b stays up: the node-lifecycle controller sees no mass failure.
+	cp, nodes := startCluster(ctx, t, "node-a", "node-b")
+	lost := nodes[0]
+	registries := []string{"lag-a", "lag-b"}
+	orig := map[string]*corev1.Pod{}
+	for _, w := range registries {
+		orig[w] = cp.CreatePod(ctx, crRegistryPod(w+"-orig", crRegistry(ctx, t, cp, w), lost.Name()))
+	}
+	const resync, lag = time.Second, 4 * time.Second
+	proxy, err := cp.StartWatchDelayProxy(lag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := cp.StartControllerRuntime(t, bins, append(crArgs(resync), "--kubeconfig="+proxy.KubeconfigPath())...)
+	crWaitStarted(ctx, t, op)
+	watch, err := cp.WatchPods(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := readRequests(ctx, t, cp)
+
+	lost.Fail()
+	fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
+	_, err = watch.WaitFor(fctx, "both registries' pods gone and replaced", func(ps []harness.PodHistory) bool {
+		for _, w := range registries {
+			gone := false
+			for _, p := range ps {
+				if p.UID == orig[w].UID && !p.Deleted.IsZero() {
+					gone = true
+				}
+			}
+			if !gone || figReplacement(ps, w, orig[w].Name) == nil {
+				return false
+			}
+		}
+		return true
+	})
+	fcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the cache catch up, and several more resyncs run.
+	time.Sleep(lag + 3*resync)
+	after := readRequests(ctx, t, cp)
+	if n := after.since(before, "POST", "pods", ""); n != float64(len(registries)) {
+		t.Errorf("pods created: %v %s, want %d (one replacement per registry)", n, after.codesSince(before, "POST", "pods"), len(registries))
+	}
+	if n := after.since(before, "DELETE", "pods", ""); n != 2*float64(len(registries)) {
+		t.Errorf("pod DELETEs: %v %s, want %d (one taint eviction and one force delete per dead pod)", n, after.codesSince(before, "DELETE", "pods"), 2*len(registries))
+	}
+	if proxy.Watches() == 0 {
+		t.Error("the controller's watches did not go through the delaying proxy")
+	}
+	for _, w := range registries {
+		pods, err := listWorkload(ctx, cp.Client(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) != 1 || pods[0].UID == orig[w].UID {
+			t.Errorf("registry %s: pods %s, want one replacement", w, describePods(pods))
+		}
+	}
+}
