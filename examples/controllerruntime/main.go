@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,6 +37,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -127,7 +130,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (flags, error) {
 
 // managerOptions restricts the manager's cache to the namespace, to the
 // registries' ConfigMaps and to the pods that belong to a registry. Nodes,
-// read for node evidence, are cluster-scoped and cached whole.
+// read for node evidence and watched for their deletion and readiness, are
+// cluster-scoped and cached whole.
 func managerOptions(namespace, metricsAddr string) ctrl.Options {
 	registries := labels.SelectorFromSet(labels.Set{RegistryLabel: "true"})
 	ofARegistry, _ := labels.NewRequirement(WorkloadLabel, selection.Exists, nil)
@@ -186,15 +190,66 @@ func NewRegistryReconciler(mgr crh.Manager, cfg Config) (*RegistryReconciler, er
 	return r, nil
 }
 
-// SetupWithManager reconciles the registries' ConfigMaps, and a registry
-// again on every change of one of its pods (their deaths included).
+// SetupWithManager reconciles the registries' ConfigMaps; a registry
+// again on every change of one of its pods (their deaths included); and
+// the registries with a pod on a node that was deleted or whose readiness
+// changed, since neither changes the pod itself.
 func (r *RegistryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	isRegistry := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[RegistryLabel] == "true" })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("registry").
 		For(&corev1.ConfigMap{}, builder.WithPredicates(isRegistry)).
 		Owns(&corev1.Pod{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.registriesOnNode), builder.WithPredicates(nodeChanged)).
 		Complete(r)
+}
+
+// nodeChanged lets through the node events that can change a verdict on
+// its pods: a deletion, and a change of its Ready condition.
+var nodeChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*corev1.Node)
+		node, okNew := e.ObjectNew.(*corev1.Node)
+		return okOld && okNew && nodeReady(old) != nodeReady(node)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// nodeReady reports whether node's Ready condition is True.
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// registriesOnNode returns the registries that own a pod, in the cache,
+// bound to node.
+func (r *RegistryReconciler) registriesOnNode(ctx context.Context, node client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.mgr.GetClient().List(ctx, &pods); err != nil {
+		log.FromContext(ctx).Error(err, "listing cached pods to find those on a changed node", "node", node.GetName())
+		return nil
+	}
+	seen := map[types.NamespacedName]bool{}
+	var out []reconcile.Request
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		owner := metav1.GetControllerOf(pod)
+		if pod.Spec.NodeName != node.GetName() || owner == nil || owner.Kind != "ConfigMap" || owner.APIVersion != "v1" {
+			continue
+		}
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: owner.Name}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return out
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch

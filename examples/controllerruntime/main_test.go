@@ -21,6 +21,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/podhealth/podhealth/internal/testutil"
@@ -326,4 +328,43 @@ func TestFlagsParseOnTheCommandLineThatControllerRuntimeSharesWithUs(t *testing.
 		_, err := parseFlags(flag.NewFlagSet("bad", flag.ContinueOnError), bad)
 		require.Error(t, err, "%v", bad)
 	}
+}
+
+// TestANodeEventReconcilesTheRegistriesWithAPodOnIt: a node's deletion, or
+// a change of its readiness, changes none of its pods; the registries with a
+// pod on it are reconciled all the same.
+func TestANodeEventReconcilesTheRegistriesWithAPodOnIt(t *testing.T) {
+	a, b := registry("a"), registry("b")
+	onLost := registryPod(t, testutil.PodAlive, "a-0", a)
+	onLost.Spec.NodeName = "node-lost"
+	alsoOnLost := registryPod(t, testutil.PodAlive, "a-1", a)
+	alsoOnLost.Spec.NodeName = "node-lost"
+	elsewhere := registryPod(t, testutil.PodAlive, "b-0", b)
+	elsewhere.Spec.NodeName = "node-healthy"
+	unowned := testutil.LoadPod(t, testutil.PodAlive)
+	unowned.Name, unowned.UID, unowned.Spec.NodeName = "unowned", "unowned-uid", "node-lost"
+	c := newCluster(t, false, a, b, onLost, alsoOnLost, elsewhere, unowned)
+	r, err := NewRegistryReconciler(c, Config{})
+	require.NoError(t, err)
+
+	lost := testutil.LoadNode(t, testutil.NodeLost)
+	got := r.registriesOnNode(context.Background(), lost)
+	require.Equal(t, []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: "a"}}}, got)
+	require.Equal(t, []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: "b"}}},
+		r.registriesOnNode(context.Background(), testutil.LoadNode(t, testutil.NodeHealthy)))
+
+	ready := testutil.LoadNode(t, testutil.NodeHealthy)
+	notReady := ready.DeepCopy()
+	for i := range notReady.Status.Conditions {
+		if notReady.Status.Conditions[i].Type == corev1.NodeReady {
+			notReady.Status.Conditions[i].Status = corev1.ConditionUnknown
+		}
+	}
+	relabelled := ready.DeepCopy()
+	relabelled.Labels = map[string]string{"new": "label"}
+	require.True(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: ready, ObjectNew: notReady}), "Ready → Unknown")
+	require.True(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: notReady, ObjectNew: ready}), "Unknown → Ready")
+	require.False(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: ready, ObjectNew: relabelled}), "a heartbeat or label change")
+	require.True(t, nodeChanged.Delete(event.DeleteEvent{Object: lost}), "deleted")
+	require.False(t, nodeChanged.Create(event.CreateEvent{Object: lost}), "created")
 }
