@@ -247,3 +247,57 @@ func TestScenarioControllerRuntimeLaggingCache(t *testing.T) {
 		}
 	}
 }
+
+// TestScenarioControllerRuntimeNodeDeleted: the node object of a running
+// registry pod is deleted. The pod itself does not change, and the
+// controller resyncs only every 10 minutes: its watch on nodes must
+// reconcile the registry, whose checker confirms with a live read that the
+// node is gone, force-deletes the pod and creates one replacement, long
+// before PodGC would.
+func TestScenarioControllerRuntimeNodeDeleted(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cp, nodes := startCluster(ctx, t, "node-healthy", "node-gone")
+	gone := nodes[1]
+	c := cp.Client()
+	const w = "orphan"
+	cm := crRegistry(ctx, t, cp, w)
+	pod := markRunning(ctx, t, c, cp.CreatePod(ctx, crRegistryPod("orphan-orig", cm, gone.Name())))
+	op := cp.StartControllerRuntime(t, bins, crArgs(10*time.Minute)...)
+	crWaitStarted(ctx, t, op)
+	watch, err := cp.WatchPods(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := readRequests(ctx, t, cp)
+
+	if err := gone.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	pods, err := watch.WaitFor(wctx, "orphan gone and replaced", func(ps []harness.PodHistory) bool {
+		h, _ := watch.Pod(pod.UID)
+		return !h.Deleted.IsZero() && figReplacement(ps, w, pod.Name) != nil
+	})
+	wcancel()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, op.Log())
+	}
+	h, _ := watch.Pod(pod.UID)
+	goneAfter := h.Deleted.Sub(deleted)
+	t.Logf("node deleted → orphan gone %v (removed by %s), → replacement %v",
+		goneAfter.Round(time.Millisecond), removedBy(h.Final), figReplacement(pods, w, pod.Name).Added.Sub(deleted).Round(time.Millisecond))
+	if by := removedBy(h.Final); by != removedByLibrary || goneAfter > orphanDeadline {
+		t.Errorf("the orphan was removed %v after its node's deletion by %s; want the controller within %v", goneAfter, by, orphanDeadline)
+	}
+	time.Sleep(2 * time.Second) // a second replacement would be created by now
+	after := readRequests(ctx, t, cp)
+	if n := after.since(before, "DELETE", "pods", ""); n != 1 {
+		t.Errorf("pod DELETEs: %v %s, want 1 (the force delete)", n, after.codesSince(before, "DELETE", "pods"))
+	}
+	if n := after.since(before, "POST", "pods", ""); n != 1 {
+		t.Errorf("pods created: %v %s, want 1 (the replacement)", n, after.codesSince(before, "POST", "pods"))
+	}
+}
