@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
@@ -258,3 +260,9 @@ func TestReadsWaitForAnUnsyncedCacheOnlySoLong(t *testing.T) {
 		require.LessOrEqual(t, d, 10*time.Second)
 	}
 }
+
+// controller-runtime's manager and cluster satisfy Manager.
+var (
+	_ crh.Manager = ctrlmanager.Manager(nil)
+	_ crh.Manager = ctrlcluster.Cluster(nil)
+)
