@@ -362,8 +362,8 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 // nor terminal nor on a node confirmed gone (quickAlive). One pass
 // validates each pod and reads its deletionTimestamp and phase, and, with
 // node evidence for orphans or Options.ReplaceUnreachable, looks its node
-// up in the check's table: that
-// is enough to count most pods alive, without reading their conditions.
+// up in the check's table: that is enough to count most pods alive,
+// without reading their conditions.
 // Only the others go through the rules, after the whole list is validated,
 // so that no rule sees an invalid list. It returns the dead pods in list
 // order, appended to dead.
@@ -472,7 +472,8 @@ func (k *check) time() time.Time {
 // classify gives pod its verdict, reading its facts once and asking for
 // node evidence only for pods that are deleting or terminal, or bound to a
 // node when a node can be confirmed gone (Options.Nodes and
-// Options.LiveNodes): then each pod costs one lookup of its node in the
+// Options.LiveNodes) or, under Options.ReplaceUnreachable, when the rules
+// call it alive: then each pod costs one lookup of its node in the
 // check's table, and each node one lookup per check.
 func (k *check) classify(pod *corev1.Pod) Verdict {
 	v := k.classifyByRules(pod)

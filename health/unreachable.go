@@ -57,8 +57,24 @@ func (k *check) unreachable(pod *corev1.Pod, v Verdict) Verdict {
 	if k.policy.needsFencing(k.ctx, pod) != "" {
 		return v // a second copy would be a second writer
 	}
-	suffix := " is not Ready (Ready=" + string(ready.Status) + ") and tainted " + taint + ":NoExecute by the node-lifecycle controller; replace the pod elsewhere, it is not force-deleted"
-	return Verdict{State: Unreachable, Rule: ruleNodeUnreachable, Reason: ev.reason("node ", node.Name, suffix)}
+	return Verdict{State: Unreachable, Rule: ruleNodeUnreachable, Reason: ev.reason("node ", node.Name, unreachableSuffix(ready.Status, taint))}
+}
+
+// unreachableSuffix is the end of an Unreachable verdict's reason: a
+// constant, so that the pods of one node share one reason without a
+// string built per pod.
+func unreachableSuffix(ready corev1.ConditionStatus, taint string) string {
+	const end = ":NoExecute by the node-lifecycle controller; replace the pod elsewhere, it is not force-deleted"
+	switch {
+	case ready == corev1.ConditionFalse && taint == corev1.TaintNodeNotReady:
+		return " is not Ready (Ready=False) and tainted " + corev1.TaintNodeNotReady + end
+	case ready == corev1.ConditionFalse:
+		return " is not Ready (Ready=False) and tainted " + corev1.TaintNodeUnreachable + end
+	case taint == corev1.TaintNodeNotReady:
+		return " is not Ready (Ready=Unknown) and tainted " + corev1.TaintNodeNotReady + end
+	default:
+		return " is not Ready (Ready=Unknown) and tainted " + corev1.TaintNodeUnreachable + end
+	}
 }
 
 // nodeUnreachable returns the node's Ready condition and the key of its
