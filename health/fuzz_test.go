@@ -30,11 +30,11 @@ func shuffleSeed(data []byte) *rand.Rand {
 // by a Checker with that evidence and the unreachable policy.
 func FuzzClassify(f *testing.F) {
 	f.Add([]byte{})
-	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})                                              // taint-evicted, plain
-	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0})                                              // terminated by the kubelet
-	f.Add([]byte{2, 0, 0, 1, 0, 0, 0, 0})                                              // drained
-	f.Add([]byte{5, 4, 1, 0, 0, 0, 3, 0, 1, 2, 6, 0, 0, 0})                            // anything, with conditions
-	f.Add([]byte{3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 2, 0, 2, 1}) // running on an unreachable node
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})                                                          // taint-evicted, plain
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0})                                                          // terminated by the kubelet
+	f.Add([]byte{2, 0, 0, 1, 0, 0, 0, 0})                                                          // drained
+	f.Add([]byte{5, 4, 1, 0, 0, 0, 3, 0, 1, 2, 6, 0, 0, 0})                                        // anything, with conditions
+	f.Add([]byte{3, 5, 6, 7, 4, 5, 0, 3, 1, 0, 7, 6, 1, 7, 5, 5, 3, 2, 6, 1, 5, 0, 1, 7, 3, 4, 2}) // running on an unreachable node: Unreachable
 	rules := health.DefaultRules()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &byteChooser{data: data}
