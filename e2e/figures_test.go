@@ -52,14 +52,33 @@ type figFailure struct {
 // when the operator's informer lags several resyncs behind; that a
 // healthy workload costs no write request at all; and how soon a running
 // pod whose node object is deleted is gone, with the operator and with
-// Kubernetes' PodGC alone. It logs the figures, and writes them to
-// FIGURES.md only when PODHEALTH_WRITE_FIGURES=1 is set and the test
-// passed.
+// Kubernetes' PodGC alone; and, on a second control plane at the same
+// time (see TestScenarioReplaceUnreachable), how soon a pod whose node
+// stops heartbeating is replaced with and without --replace-unreachable.
+// It logs the figures, and writes them to FIGURES.md only when
+// PODHEALTH_WRITE_FIGURES=1 is set and the test passed.
 func TestFigures(t *testing.T) {
 	testStart := time.Now()
 	loadStart := figLoadAverage()
 	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
 	defer cancel()
+	// The early-replacement measurement needs a minute and more of node
+	// failure with realistic tolerations: it runs meanwhile, on a control
+	// plane of its own, so that its requests and failed nodes do not mix
+	// with the figures below.
+	unr := setupUnreachable(ctx, t)
+	var unrResult unrRun
+	var unrErr error
+	unrDone := make(chan struct{})
+	go func() {
+		defer close(unrDone)
+		unrResult, unrErr = unr.run(ctx, t)
+	}()
+	defer func() {
+		cancel() // ends the measurement if the test stops early
+		<-unrDone
+	}()
+
 	cp := harness.Start(t, bins, harness.Options{})
 	c := cp.Client()
 	const ns = metav1.NamespaceDefault
@@ -311,6 +330,12 @@ func TestFigures(t *testing.T) {
 		t.Errorf("pods created after the nodes' deletion: %v, want 1 (the replacement of %s)", orphans.creates, orphanOn)
 	}
 
+	<-unrDone
+	if unrErr != nil {
+		t.Fatalf("early replacement: %v", unrErr)
+	}
+	checkUnreachableTimes(t, unrResult)
+
 	version, err := harness.KubernetesVersion()
 	if err != nil {
 		t.Fatal(err)
@@ -327,6 +352,7 @@ func TestFigures(t *testing.T) {
 		healthyWrites: healthyWrites,
 		healthyLoad:   len(opWorkloads) + len(lagWorkloads) + len(crRegistries),
 		orphans:       orphans,
+		unreachable:   unrResult,
 		duration:      time.Since(testStart),
 	})
 	t.Log("\n" + doc)
@@ -429,6 +455,7 @@ type figReport struct {
 	load          [2]string // 1-minute load average at the start and the end; empty if unknown
 	healthyLoad   int       // workloads of the three controllers in the healthy phase
 	orphans       nodeDeletedRun
+	unreachable   unrRun
 	duration      time.Duration
 }
 
@@ -510,6 +537,17 @@ func figRender(r figReport) string {
 		figSec(r.orphans.offGone), r.orphans.offRemovedBy)
 	fmt.Fprintf(&b, "| node object deleted → replacement pod exists (`examples/operator`) | %s |\n", figSec(r.orphans.replaced))
 	fmt.Fprintf(&b, "| the two deleted nodes' pods: pod DELETEs by response code / replacement pods created | %s / %.0f |\n", r.orphans.deleteCodes, r.orphans.creates)
+	u := r.unreachable
+	fmt.Fprintf(&b, "| node heartbeat stops, pods tolerate it %d s (`TestScenarioReplaceUnreachable`, second control plane): node marked unreachable (`NoExecute` taint seen, polled every %v) | %s |\n",
+		unrTolerationSeconds, harness.PollInterval, figSec(u.marked))
+	fmt.Fprintf(&b, "| the same: replacement pod exists, `examples/operator` without `--replace-unreachable` (library on, default rules) | %s (pod taint-evicted at %s, force-deleted at %s) |\n",
+		figSec(u.offReplace), figSec(u.offEvicted), figSec(u.offGone))
+	fmt.Fprintf(&b, "| the same: replacement pod exists, with `--replace-unreachable` | %s |\n", figSec(u.onReplaced))
+	fmt.Fprintf(&b, "| the same: a StatefulSet's pod on that node, with `--replace-unreachable`: replacements before its eviction (at %s) | 0 |\n", figSec(u.dbEvicted))
+	fmt.Fprintf(&b, "| pod DELETEs while the nodes were unreachable, before any eviction | %.0f |\n", u.deletesBeforeRecovery)
+	fmt.Fprintf(&b, "| a second node failing once the first is marked: marked unreachable after its last heartbeat (the node-lifecycle controller taints one node per 10 s by default) | %s |\n", figSec(u.markedB))
+	fmt.Fprintf(&b, "| the other failed node comes back: heartbeat resumed → surplus pod deleted gracefully (the older, kept: the replacement) / pod DELETEs by response code | %s / %s |\n",
+		figSec(u.backSurplus), u.deletesRecovery)
 
 	fmt.Fprintf(&b, "\n`examples/operator`, per failure:\n\n")
 	fmt.Fprintf(&b, "| node | pod | heartbeat → `DisruptionTarget` | `lastTransitionTime` → seen | (a) → gone | (b) → replacement | pod DELETEs | pod POSTs |\n|---|---|---|---|---|---|---|---|\n")

@@ -16,7 +16,10 @@ import (
 // top-level names plus the exported fields and methods of exported types.
 // Every name a newcomer meets is one more thing to learn; raise it only for
 // a concept the pipeline (Pod → Verdict → Outcome → PodReport) lacks.
-const maxExported = 100
+// It was 100; the three for replacing pods on unreachable nodes (the
+// Unreachable state, Options.ReplaceUnreachable, Options.UnreachableFor)
+// raised it to 103: a pod that is neither alive nor dead had no verdict.
+const maxExported = 103
 
 func TestPublicAPIStaysSmall(t *testing.T) {
 	names := exportedIdentifiers(t, ".")

@@ -20,7 +20,8 @@ import (
 // the real clock is used, the rules are DefaultRules(), there is no node
 // evidence, the fencing policy is FenceStateful with claims' access modes
 // unknown, there is no budget and no breaker, the Checker has a Memory of
-// its own with default bounds, and nobody is notified.
+// its own with default bounds, nobody is notified, and a pod on an
+// unreachable node is alive until the rules call it dead.
 type Options struct {
 	// DryRun classifies and reports what would be force-deleted, and writes
 	// nothing that a real check reads: it calls neither the Deleter nor the
@@ -72,6 +73,31 @@ type Options struct {
 	// Observer, when not nil, is told the final report of each pod of each
 	// check.
 	Observer Observer
+	// ReplaceUnreachable, when true, calls Unreachable a pod that the rules
+	// call Alive when its node is marked unreachable by the node-lifecycle
+	// controller: the node's Ready condition is Unknown or False and it
+	// carries the node.kubernetes.io/unreachable or
+	// node.kubernetes.io/not-ready taint with effect NoExecute. Such a pod
+	// counts as not alive (rows D10 and D11), so that the caller creates a
+	// replacement before the pod's toleration of the taint runs out; it is
+	// never force-deleted on this evidence. Pods that need fencing under
+	// Options.Fencing stay Alive: a second copy of them would be a second
+	// writer. It needs node evidence: New refuses it without
+	// Options.Nodes. The default is false.
+	ReplaceUnreachable bool
+	// UnreachableFor is how long a node must have been unreachable before
+	// its pods are Unreachable, beyond the node-lifecycle controller's own
+	// node-monitor-grace-period: both since the Ready condition's
+	// lastTransitionTime and since this Checker (or one sharing its Memory)
+	// first saw the node unreachable, on the Checker's clock, so that
+	// neither a clock far ahead nor a fresh Checker shortens the wait (a
+	// clock behind only lengthens it). The first sighting is kept in the
+	// Memory and forgotten when no check sees the node unreachable for the
+	// Memory's TTL. A node that comes back and fails again waits afresh, so
+	// a node that flaps for less than UnreachableFor at a time never makes
+	// its pods Unreachable. Zero, the default, means no extra wait, and reads
+	// no clock. It needs ReplaceUnreachable; New refuses a negative value.
+	UnreachableFor time.Duration
 }
 
 // Observer is told what a Checker decided and did about each pod. Observe
@@ -132,6 +158,10 @@ type Checker struct {
 	breaker   Breaker
 	memory    *Memory
 	observer  Observer
+	// replaceUnreachable and unreachableFor are Options.ReplaceUnreachable
+	// and Options.UnreachableFor (see unreachable.go).
+	replaceUnreachable bool
+	unreachableFor     time.Duration
 	// deadBufs holds the slices of checks that met more pods to judge than
 	// fit on the stack, for later checks to reuse.
 	deadBufs sync.Pool // of *[]deadPod
@@ -166,6 +196,9 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 	if err := opts.Rules.validate(); err != nil {
 		return nil, fmt.Errorf("podhealth: New: %w", err)
 	}
+	if err := validateUnreachable(opts); err != nil {
+		return nil, fmt.Errorf("podhealth: New: %w", err)
+	}
 	c := &Checker{
 		source:    source,
 		dryRun:    opts.DryRun,
@@ -179,6 +212,9 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 		breaker:   opts.Breaker,
 		memory:    opts.Memory,
 		observer:  opts.Observer,
+
+		replaceUnreachable: opts.ReplaceUnreachable,
+		unreachableFor:     opts.UnreachableFor,
 	}
 	if !isNil(deleter) {
 		c.deleter = deleter
@@ -277,7 +313,7 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	}
 	quiet := report == nil && c.observer == nil && c.quickAlive
 	from := 0
-	if quiet && !c.orphans {
+	if quiet && !c.orphans && !c.replaceUnreachable {
 		// The common case ends here, before anything else is set up:
 		// every pod is running, or about to, and none is being deleted.
 		if from = leadingAlive(pods); from == len(pods) {
@@ -367,7 +403,8 @@ func mayBeTerminal(phase corev1.PodPhase) bool {
 // nor terminal nor on a node confirmed gone (quickAlive); the first from
 // pods are known alive (see leadingAlive). One pass validates each pod and
 // reads its deletionTimestamp and phase, and, with node evidence for
-// orphans, looks its node up in the check's table (see scanNodes): that is
+// orphans or Options.ReplaceUnreachable, looks its node up in the check's
+// table (see scanNodes): that is
 // enough to count most pods alive, without reading their conditions. Only
 // the others go through the rules, after the whole list is validated, so
 // that no rule sees an invalid list. It returns the dead pods in list
@@ -375,7 +412,7 @@ func mayBeTerminal(phase corev1.PodPhase) bool {
 func (k *check) classifyQuietly(pods []*corev1.Pod, from int, dead []deadPod) (alive int, _ []deadPod, _ error) {
 	others := dead
 	alive = from
-	if k.orphans {
+	if k.orphans || k.replaceUnreachable {
 		var err error
 		if alive, others, err = k.scanNodes(pods, from, others); err != nil {
 			return 0, nil, err
@@ -429,9 +466,9 @@ func (k *check) classifyQuietly(pods []*corev1.Pod, from int, dead []deadPod) (a
 // up.
 const nodeBlock = 32
 
-// scanNodes is classifyQuietly's pass with node evidence for orphans: a pod
-// that is neither deleting nor terminal is alive unless its node is
-// confirmed gone. It returns alive, counting the first from pods, and the
+// scanNodes is classifyQuietly's pass with node evidence: a pod that is
+// neither deleting nor terminal is alive unless its node is suspect (see
+// suspectNode). It returns alive, counting the first from pods, and the
 // pods to classify, in list order, appended to others.
 //
 // A pod's node name is a string of its own, away from the pod, so that
@@ -478,14 +515,14 @@ func (k *check) scanNodes(pods []*corev1.Pod, from int, others []deadPod) (alive
 		for j := range n {
 			b := &block[j]
 			if b.node != "" {
-				gone, ok := e.table.gone(b.node)
+				suspect, ok := e.table.suspect(b.node)
 				if !ok {
-					gone = e.gone(b.node)
+					suspect = k.suspectNode(e, b.node)
 					if tabled {
-						e.table.put(b.node, gone)
+						e.table.put(b.node, suspect)
 					}
 				}
-				if !gone {
+				if !suspect {
 					alive++
 					continue
 				}
@@ -497,6 +534,14 @@ func (k *check) scanNodes(pods []*corev1.Pod, from int, others []deadPod) (alive
 		}
 	}
 	return alive, others, nil
+}
+
+// suspectNode reports whether a running pod on the named node needs the
+// rules after all: the node is confirmed gone (NodeGone), or, under
+// Options.ReplaceUnreachable, marked unreachable (the pod may be
+// Unreachable; how long it has been so is left to classify).
+func (k *check) suspectNode(e *evidence, name string) bool {
+	return (k.orphans && e.gone(name)) || (k.replaceUnreachable && e.unreachable(name))
 }
 
 // classifyAll validates the pods, then classifies every one, filling in
@@ -577,9 +622,19 @@ func (k *check) time() time.Time {
 // classify gives pod its verdict, reading its facts once and asking for
 // node evidence only for pods that are deleting or terminal, or bound to a
 // node when a node can be confirmed gone (Options.Nodes and
-// Options.LiveNodes): then each pod costs one lookup of its node in the
+// Options.LiveNodes) or, under Options.ReplaceUnreachable, when the rules
+// call it alive: then each pod costs one lookup of its node in the
 // check's table, and each node one lookup per check.
 func (k *check) classify(pod *corev1.Pod) Verdict {
+	v := k.classifyByRules(pod)
+	if v.State == Alive && k.replaceUnreachable {
+		return k.unreachable(pod, v)
+	}
+	return v
+}
+
+// classifyByRules is the verdict of the rules alone.
+func (k *check) classifyByRules(pod *corev1.Pod) Verdict {
 	f := factsOf(pod)
 	if k.orphans && pod.Spec.NodeName != "" && k.getEvidence().gone(pod.Spec.NodeName) {
 		f |= onGoneNode

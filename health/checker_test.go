@@ -54,10 +54,18 @@ func deletedNames(pods *fake.Pods) []string {
 func TestDecisionTable(t *testing.T) {
 	errInternal := apierrors.NewInternalError(errors.New("etcd is sad"))
 	errSource := errors.New("informer not synced")
+	// The rows D10 and D11 run under Options.ReplaceUnreachable, with a
+	// node cache holding a node the node-lifecycle controller marked
+	// unreachable (as a real one left it) and a Ready node-a.
+	unreachable := health.Options{
+		Nodes:              fake.NewNodes(fixtureNode(t, "node-lost.json"), newNode("node-a")),
+		ReplaceUnreachable: true,
+	}
 	tests := []struct {
 		row         string
 		pods        []*corev1.Pod
 		opts        fake.Options
+		checker     health.Options
 		ctx         func() context.Context
 		wantHealthy bool
 		wantDeletes []string
@@ -125,6 +133,17 @@ func TestDecisionTable(t *testing.T) {
 			wantHealthy: true, wantDeletes: []string{"b"}},
 		{row: "D9 only a dead pod held back: unhealthy, no error, nothing deleted",
 			pods: []*corev1.Pod{newPod("db-0", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet)}},
+		{row: "D10 only a pod on an unreachable node: unhealthy, no error, nothing deleted",
+			pods: []*corev1.Pod{newPod("a", onNode("node-lost"))}, checker: unreachable},
+		{row: "D10 a pod on an unreachable node and a dead pod there: unhealthy, only the dead pod deleted",
+			pods: []*corev1.Pod{newPod("a", onNode("node-lost")), taintEvicted("b")}, checker: unreachable, wantDeletes: []string{"b"}},
+		{row: "D10 a pod on an unreachable node and a stateful pod held back there: unhealthy, nothing deleted",
+			pods:    []*corev1.Pod{newPod("a", onNode("node-lost")), newPod("db-1", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet)},
+			checker: unreachable},
+		{row: "D11 alive plus a pod on an unreachable node: healthy, nothing deleted",
+			pods: []*corev1.Pod{newPod("a"), newPod("b", onNode("node-lost"))}, checker: unreachable, wantHealthy: true},
+		{row: "D2 under ReplaceUnreachable a stateful pod on an unreachable node stays alive: healthy, no second writer",
+			pods: []*corev1.Pod{newPod("db-0", onNode("node-lost"), ownedByStatefulSet)}, checker: unreachable, wantHealthy: true},
 		{row: "D7 context already ended: unhealthy, wraps the context error, nothing deleted",
 			pods: []*corev1.Pod{newPod("a"), taintEvicted("b")},
 			ctx: func() context.Context {
@@ -141,7 +160,7 @@ func TestDecisionTable(t *testing.T) {
 			if tt.ctx != nil {
 				ctx = tt.ctx()
 			}
-			healthy, err := newChecker(t, pods, health.Options{}).Check(ctx)
+			healthy, err := newChecker(t, pods, tt.checker).Check(ctx)
 			require.Equal(t, tt.wantHealthy, healthy)
 			if tt.wantErr == nil {
 				require.NoError(t, err)

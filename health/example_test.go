@@ -98,3 +98,32 @@ func ExampleFinishedPodIsDead() {
 	// default: Finished
 	// opt-in:  Dead
 }
+
+// The only registry pod runs on a node that stopped heartbeating: the
+// node-lifecycle controller marked it Ready=Unknown and tainted it
+// unreachable, but the pod tolerates the taint for 300 s. With
+// ReplaceUnreachable the pod is Unreachable at once, so the workload needs
+// a replacement (row D10); nothing is force-deleted.
+func ExampleOptions_replaceUnreachable() {
+	lost := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-lost"},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}},
+	}
+	pods := fake.New(fake.Options{}, examplePod("registry-a", "node-lost", ""))
+	checker, err := health.New(pods, pods, health.Options{Nodes: fake.NewNodes(lost), ReplaceUnreachable: true})
+	if err != nil {
+		panic(err)
+	}
+
+	report, err := checker.CheckReport(context.Background())
+	fmt.Println("healthy:", report.Healthy, "err:", err)
+	for _, p := range report.Pods {
+		fmt.Println(p.Pod.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome)
+	}
+	fmt.Println("deletes:", len(pods.Deletes()))
+	// Output:
+	// healthy: false err: <nil>
+	// registry-a Unreachable NodeUnreachable NoAction
+	// deletes: 0
+}

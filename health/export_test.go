@@ -21,6 +21,7 @@ const (
 	RuleNodeGone              = ruleNodeGone
 	RuleOutOfService          = ruleOutOfService
 	RuleTerminatingTooLong    = ruleTerminatingTooLong
+	RuleNodeUnreachable       = ruleNodeUnreachable
 
 	ReasonDeletionByTaintManager = reasonDeletionByTaintManager
 	ForceDeleteNever             = forceDeleteNever

@@ -25,18 +25,26 @@ func shuffleSeed(data []byte) *rand.Rand {
 }
 
 // FuzzClassify requires of each decoded pod the documented state, a reason,
-// the same state and rule in any order of its conditions, and no mutation.
+// the same state and rule in any order of its conditions, and no mutation:
+// by the rules alone, or, when the input goes on to decode node evidence,
+// by a Checker with that evidence and the unreachable policy.
 func FuzzClassify(f *testing.F) {
 	f.Add([]byte{})
-	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})                   // taint-evicted, plain
-	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0})                   // terminated by the kubelet
-	f.Add([]byte{2, 0, 0, 1, 0, 0, 0, 0})                   // drained
-	f.Add([]byte{5, 4, 1, 0, 0, 0, 3, 0, 1, 2, 6, 0, 0, 0}) // anything, with conditions
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})                                                          // taint-evicted, plain
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0})                                                          // terminated by the kubelet
+	f.Add([]byte{2, 0, 0, 1, 0, 0, 0, 0})                                                          // drained
+	f.Add([]byte{5, 4, 1, 0, 0, 0, 3, 0, 1, 2, 6, 0, 0, 0})                                        // anything, with conditions
+	f.Add([]byte{3, 5, 6, 7, 4, 5, 0, 3, 1, 0, 7, 6, 1, 7, 5, 5, 3, 2, 6, 1, 5, 0, 1, 7, 3, 4, 2}) // running on an unreachable node: Unreachable
 	rules := health.DefaultRules()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &byteChooser{data: data}
 		pod := genPod(c, 0)
-		requireClassification(t, rules, pod, genNow(c, 2), shuffleSeed(data))
+		now := genNow(c, 2)
+		var ev *genEvidence
+		if c.IntN(2) == 1 {
+			ev = genNodeEvidence(c)
+		}
+		requireClassification(t, rules, pod, now, ev, shuffleSeed(data))
 	})
 }
 
@@ -51,7 +59,7 @@ func FuzzCheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &byteChooser{data: data}
 		withReport := c.IntN(4) != 0
-		sc := genScenario(c, genOptions{maxPods: 8, invalid: true, cancel: true})
+		sc := genScenario(c, genOptions{maxPods: 8, invalid: true, cancel: true, nodes: true})
 		requireChecks(t, sc, withReport)
 		requireOrderIndependent(t, sc, shuffleSeed(data))
 	})

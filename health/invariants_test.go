@@ -1,6 +1,7 @@
 package health_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -11,8 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/fake"
 )
+
+// withDryRun returns opts for a Checker that only classifies: no Deleter.
+func withDryRun(opts health.Options) health.Options {
+	opts.DryRun = true
+	return opts
+}
 
 // propertyCases is how many generated scenarios each property test checks.
 const propertyCases = 2000
@@ -32,29 +42,44 @@ func TestPropertyClassifyFollowsTheDocumentedRules(t *testing.T) {
 		r := seeded(seed)
 		pod := genPod(r, 0)
 		now := genNow(r, 2)
-		seen[wantState(pod, now)]++
-		requireClassification(t, rules, pod, now, r)
+		var ev *genEvidence
+		if seed%2 == 0 {
+			ev = genNodeEvidence(r)
+		}
+		seen[oracle{now: now, ev: ev}.state(pod)]++
+		requireClassification(t, rules, pod, now, ev, r)
 	}
 	// The generator must reach every state often enough to mean something.
 	for _, s := range []health.State{health.Alive, health.Terminating, health.Finished, health.Dead} {
 		require.Greater(t, seen[s], propertyCases/10, "only %d of %d generated pods are %v: %v", seen[s], propertyCases, s, seen)
 	}
+	require.Greater(t, seen[health.Unreachable], propertyCases/200, "only %d of %d generated pods are Unreachable: %v", seen[health.Unreachable], propertyCases, seen)
 }
 
-// requireClassification is the classification property for one pod.
-func requireClassification(t testing.TB, rules health.Rules, pod *corev1.Pod, now time.Time, r *rand.Rand) {
+// requireClassification is the classification property for one pod: by
+// rules alone (Rules.ClassifyAt) without node evidence, else by
+// Checker.Classify with the evidence and policy of ev and a fresh Memory.
+func requireClassification(t testing.TB, rules health.Rules, pod *corev1.Pod, now time.Time, ev *genEvidence, r *rand.Rand) {
 	t.Helper()
+	classify := func(p *corev1.Pod) health.Verdict { return rules.ClassifyAt(p, now) }
+	if ev != nil {
+		classify = func(p *corev1.Pod) health.Verdict {
+			c, err := health.New(fake.New(fake.Options{}), nil, withDryRun(ev.options(clocktesting.NewFakePassiveClock(now))))
+			require.NoError(t, err)
+			return c.Classify(context.Background(), p)
+		}
+	}
 	snap := takeSnapshot(t, []*corev1.Pod{pod})
-	got := rules.ClassifyAt(pod, now)
+	got := classify(pod)
 	snap.requireUnchanged(t, []*corev1.Pod{pod})
 	snap.requireSameJSON(t, []*corev1.Pod{pod})
-	require.Equal(t, wantState(pod, now), got.State, "pod %s at %v: verdict %+v", dump(pod), now, got)
+	require.Equal(t, oracle{now: now, ev: ev}.state(pod), got.State, "pod %s at %v: verdict %+v", dump(pod), now, got)
 	require.NotEmpty(t, got.Reason)
 	if got.Rule == "" {
 		require.Equal(t, health.Alive, got.State, "only the default Alive has no rule")
 	}
 	shuffled := permuted(r, []*corev1.Pod{pod})[0]
-	again := rules.ClassifyAt(shuffled, now)
+	again := classify(shuffled)
 	require.Equal(t, got.State, again.State, "the order of the conditions changed the state")
 	require.Equal(t, got.Rule, again.Rule, "the order of the conditions changed the rule")
 }
@@ -68,17 +93,18 @@ func requireClassification(t testing.TB, rules health.Rules, pod *corev1.Pod, no
 // removed UID is not sent again and a failed one is; healthy exactly when a
 // pod is alive and no dead pod is left; the listed pods are unchanged.
 func TestPropertyCheckInvariants(t *testing.T) {
-	var deletes, failures, heldBack, invalid, cancelled int
+	var deletes, failures, heldBack, invalid, cancelled, unreachable int
 	for seed := range uint64(propertyCases) {
 		r := seeded(seed)
-		sc := genScenario(r, genOptions{maxPods: 10, invalid: true, cancel: true})
+		sc := genScenario(r, genOptions{maxPods: 10, invalid: true, cancel: true, nodes: true})
 		withReport := seed%4 != 0 // a quarter through Check, the rest through CheckReport
 		if !validList(sc.pods) {
 			invalid++
 		}
 		for name, f := range sc.faults {
 			if f.kind == faultCancel && slices.ContainsFunc(sc.pods, func(p *corev1.Pod) bool {
-				return p != nil && p.Name == name && p.UID != "" && wantState(p, sc.now) == health.Dead && !wantHeldBack(p)
+				or := oracle{now: sc.now, ev: sc.ev}
+				return p != nil && p.Name == name && p.UID != "" && or.state(p) == health.Dead && !or.heldBack(p)
 			}) {
 				cancelled++
 			}
@@ -87,9 +113,13 @@ func TestPropertyCheckInvariants(t *testing.T) {
 			logOnFailure(t, sc)
 			requireChecks(t, sc, withReport)
 		})
+		later := oracle{now: sc.now.Add(sc.step), ev: sc.ev, seen: sc.now}
 		for _, p := range sc.pods {
-			if p != nil && p.UID != "" && wantState(p, sc.now.Add(sc.step)) == health.Dead { // dead by the second check
-				if wantHeldBack(p) {
+			if p != nil && later.state(p) == health.Unreachable {
+				unreachable++
+			}
+			if p != nil && p.UID != "" && later.state(p) == health.Dead { // dead by the second check
+				if later.heldBack(p) {
 					heldBack++
 					continue
 				}
@@ -110,6 +140,7 @@ func TestPropertyCheckInvariants(t *testing.T) {
 	require.Greater(t, heldBack, propertyCases/10, "held-back dead pods")
 	require.Greater(t, invalid, propertyCases/50, "invalid lists")
 	require.Greater(t, cancelled, propertyCases/50, "cancelled checks")
+	require.Greater(t, unreachable, propertyCases/50, "pods on unreachable nodes")
 }
 
 // TestPropertyResultDoesNotDependOnOrder checks each generated pod set as
@@ -119,7 +150,7 @@ func TestPropertyCheckInvariants(t *testing.T) {
 func TestPropertyResultDoesNotDependOnOrder(t *testing.T) {
 	for seed := range uint64(propertyCases) {
 		r := seeded(seed + propertyCases)
-		sc := genScenario(r, genOptions{maxPods: 10, invalid: true, cancel: false})
+		sc := genScenario(r, genOptions{maxPods: 10, invalid: true, cancel: false, nodes: true})
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			logOnFailure(t, sc)
 			requireOrderIndependent(t, sc, r)
@@ -132,6 +163,10 @@ func logOnFailure(t *testing.T, sc scenario) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("pods:\n%s\nfaults: %v\nclock: %v, then +%v", dump(sc.pods...), sc.faults, sc.now, sc.step)
+			if sc.ev != nil {
+				nodes, _ := json.MarshalIndent(sc.ev.nodes, "", "  ")
+				t.Logf("nodes:\n%s\nReplaceUnreachable: %v, UnreachableFor: %v", nodes, sc.ev.replace, sc.ev.unreachableFor)
+			}
 		}
 	})
 }

@@ -34,7 +34,8 @@ type MemoryOptions struct {
 // DELETE: the later ones wait for the first one's result.
 //
 // It also records when pods were first seen terminating, for
-// TerminatingTooLong, with bounds of its own: a pod listed by one of the
+// TerminatingTooLong, and when nodes were first seen unreachable, for
+// Options.UnreachableFor, with bounds of its own: a pod listed by one of the
 // last two checks that saw terminating pods is never forgotten for room,
 // however many pods are stuck, so that every one of them gets its turn;
 // other pods are kept up to Capacity, least recently seen first out; a pod

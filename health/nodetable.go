@@ -18,7 +18,7 @@ type nodeTable struct {
 type nodeSlot struct {
 	name       string // "" for a free slot
 	head, tail uint64
-	gone       bool
+	suspect    bool
 }
 
 // nameKey returns the first and the last eight bytes of name, little
@@ -46,9 +46,10 @@ func (t *nodeTable) slotOf(head, tail uint64, n int) int {
 	return int(h >> t.shift)
 }
 
-// gone returns whether the table says the named node is gone, and whether
+// suspect returns whether the table says the named node is suspect (see
+// check.suspectNode), and whether
 // it holds the name at all.
-func (t *nodeTable) gone(name string) (gone, ok bool) {
+func (t *nodeTable) suspect(name string) (suspect, ok bool) {
 	if t.used == 0 {
 		return false, false
 	}
@@ -60,14 +61,14 @@ func (t *nodeTable) gone(name string) (gone, ok bool) {
 		case s.name == "":
 			return false, false
 		case s.head == head && s.tail == tail && len(s.name) == len(name) && (len(name) <= 16 || s.name == name):
-			return s.gone, true
+			return s.suspect, true
 		}
 	}
 }
 
 // put records whether the named node, which the table does not hold, is
-// gone.
-func (t *nodeTable) put(name string, gone bool) {
+// suspect.
+func (t *nodeTable) put(name string, suspect bool) {
 	if 2*(t.used+1) > len(t.slots) {
 		old := t.slots
 		t.slots = make([]nodeSlot, max(16, 2*len(old)))
@@ -80,7 +81,7 @@ func (t *nodeTable) put(name string, gone bool) {
 		}
 	}
 	head, tail := nameKey(name)
-	t.insert(nodeSlot{name: name, head: head, tail: tail, gone: gone})
+	t.insert(nodeSlot{name: name, head: head, tail: tail, suspect: suspect})
 }
 
 func (t *nodeTable) insert(s nodeSlot) {

@@ -20,17 +20,17 @@ func TestNodeTableTellsApartNamesWithTheSameEnds(t *testing.T) {
 	names = append(names, "a", "a\x00", "a\x00\x00", "ab", "worker-1", "worker-10", "w")
 	var table nodeTable
 	for i, name := range names {
-		_, ok := table.gone(name)
+		_, ok := table.suspect(name)
 		require.False(t, ok, "%q before it was put", name)
 		table.put(name, i%3 == 0)
 	}
 	for i, name := range names {
-		gone, ok := table.gone(name)
+		gone, ok := table.suspect(name)
 		require.True(t, ok, "%q after it was put", name)
 		require.Equal(t, i%3 == 0, gone, "%q", name)
 	}
 	for _, absent := range []string{"ip-10-0-300.ec2.internal", "ip-10-0-0001.ec2.internal", "a\x00\x00\x00", "b", "worker-2"} {
-		_, ok := table.gone(absent)
+		_, ok := table.suspect(absent)
 		require.False(t, ok, "%q was never put", absent)
 	}
 	require.Equal(t, len(names), table.used)
@@ -38,7 +38,7 @@ func TestNodeTableTellsApartNamesWithTheSameEnds(t *testing.T) {
 
 	table.reset()
 	for _, name := range names {
-		_, ok := table.gone(name)
+		_, ok := table.suspect(name)
 		require.False(t, ok, "%q after reset", name)
 	}
 }

@@ -202,8 +202,9 @@ func TestCheckOfRememberedDeadPodsAllocatesAtMostFourTimes(t *testing.T) {
 // more and remembered.
 func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
 	const gone = "ip-10-0-9-99.ec2.internal" // same length and ends as the live ones
-	live := []*corev1.Node{newNode("node-a"), newNode("ip-10-0-1-11.ec2.internal"), newNode("ip-10-0-2-22.ec2.internal"), newNode("n")}
-	nodeNames := []string{"node-a", "ip-10-0-1-11.ec2.internal", "ip-10-0-2-22.ec2.internal", "n", gone, ""}
+	const lost = "ip-10-0-3-33.ec2.internal" // marked unreachable by the node controller
+	live := []*corev1.Node{newNode("node-a"), newNode("ip-10-0-1-11.ec2.internal"), newNode("ip-10-0-2-22.ec2.internal"), newNode("n"), newNode(lost, markedUnreachable)}
+	nodeNames := []string{"node-a", "ip-10-0-1-11.ec2.internal", "ip-10-0-2-22.ec2.internal", "n", gone, lost, ""}
 	phases := []corev1.PodPhase{corev1.PodRunning, corev1.PodPending, "", "Queued", "Scheduled", corev1.PodSucceeded, corev1.PodFailed}
 	for seed := range uint64(60) {
 		r := rand.New(rand.NewPCG(seed, 14))
@@ -230,8 +231,8 @@ func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
 		if n > 0 && r.IntN(6) == 0 {
 			list[r.IntN(n)] = nil
 		}
-		for _, evidence := range []bool{false, true} {
-			t.Run(fmt.Sprintf("seed=%d/pods=%d/evidence=%v", seed, n, evidence), func(t *testing.T) {
+		for _, mode := range []string{"no evidence", "evidence", "evidence, ReplaceUnreachable", "ReplaceUnreachable without live reads"} {
+			t.Run(fmt.Sprintf("seed=%d/pods=%d/%s", seed, n, mode), func(t *testing.T) {
 				check := func(reported bool) func() (healthy bool, err error, deleted []string) {
 					var stored []*corev1.Pod
 					for _, p := range list {
@@ -242,8 +243,13 @@ func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
 					pods := fake.New(fake.Options{}, stored...)
 					source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil })
 					var opts health.Options
-					if evidence {
+					switch mode {
+					case "evidence":
 						opts.Nodes, opts.LiveNodes = fake.NewNodes(live...), fake.NewNodes(live...)
+					case "evidence, ReplaceUnreachable":
+						opts.Nodes, opts.LiveNodes, opts.ReplaceUnreachable = fake.NewNodes(live...), fake.NewNodes(live...), true
+					case "ReplaceUnreachable without live reads":
+						opts.Nodes, opts.ReplaceUnreachable = fake.NewNodes(live...), true
 					}
 					opts.Clock = clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))
 					checker, err := health.New(source, pods, opts)
@@ -323,6 +329,39 @@ func TestQuietCheckSkipsRememberedPodsOnlyWhenTheyCannotChangeTheAnswer(t *testi
 				wantDeletes = 0
 			}
 			require.Equal(t, wantDeletes, deletes.Load())
+		})
+	}
+}
+
+// A quiet check under ReplaceUnreachable counts no pod of an unreachable
+// node alive, however long the list (short lists are scanned without the
+// node table, long ones with it), just as a reported check does.
+func TestQuietCheckCountsNoUnreachablePodAlive(t *testing.T) {
+	lost := newNode("ip-10-0-3-33.ec2.internal", markedUnreachable)
+	for _, tt := range []struct {
+		n         int
+		liveReads bool
+	}{{1, false}, {1, true}, {2, false}, {64, true}, {65, false}, {65, true}, {200, false}, {200, true}} {
+		n := tt.n
+		t.Run(fmt.Sprintf("pods=%d/live reads=%v", n, tt.liveReads), func(t *testing.T) {
+			list := make([]*corev1.Pod, n)
+			for i := range list {
+				list[i] = newPod(fmt.Sprintf("p%03d", i), onNode(lost.Name))
+			}
+			source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil })
+			opts := health.Options{Nodes: fake.NewNodes(lost), ReplaceUnreachable: true}
+			if tt.liveReads {
+				opts.LiveNodes = fake.NewNodes(lost)
+			}
+			checker, err := health.New(source, fake.New(fake.Options{}, list...), opts)
+			require.NoError(t, err)
+			healthy, err := checker.Check(context.Background())
+			require.NoError(t, err)
+			require.False(t, healthy, "Check")
+			report, err := checker.CheckReport(context.Background())
+			require.NoError(t, err)
+			require.False(t, report.Healthy, "CheckReport")
+			require.Equal(t, health.Unreachable, report.Pods[0].Verdict.State)
 		})
 	}
 }

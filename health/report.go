@@ -90,6 +90,8 @@ type Report struct {
 	// Pods lists every pod the source returned, in the source's order.
 	Pods []PodReport
 	// RetryAfter, when not zero, is how soon a pod held back by the budget
-	// may be deleted: check again then.
+	// may be deleted, or a pod on an unreachable node becomes Unreachable
+	// once Options.UnreachableFor has passed, whichever comes first: check
+	// again then.
 	RetryAfter time.Duration
 }

@@ -92,6 +92,8 @@ type genOptions struct {
 	invalid bool
 	// cancel allows the fault that ends the check's context.
 	cancel bool
+	// nodes allows node evidence, with or without ReplaceUnreachable.
+	nodes bool
 }
 
 // faultKind is how the API server answers one pod's force delete.
@@ -154,6 +156,34 @@ type scenario struct {
 	faults map[string]fault
 	now    time.Time
 	step   time.Duration
+	// ev is the Checker's node evidence and unreachable policy; nil means
+	// none, the default Options.
+	ev *genEvidence
+}
+
+// genEvidence is the node evidence of a scenario: the nodes a cache holds
+// (no live reads, so no node is ever confirmed gone) and the
+// ReplaceUnreachable policy.
+type genEvidence struct {
+	nodes          map[string]*corev1.Node
+	replace        bool
+	unreachableFor time.Duration
+}
+
+// options returns the Checker options for ev over clk.
+func (ev *genEvidence) options(clk *clocktesting.FakePassiveClock) health.Options {
+	opts := health.Options{Memory: smallMemory(), Clock: clk}
+	if ev == nil {
+		return opts
+	}
+	var nodes []*corev1.Node
+	for _, n := range ev.nodes {
+		nodes = append(nodes, n)
+	}
+	opts.Nodes = fake.NewNodes(nodes...)
+	opts.ReplaceUnreachable = ev.replace
+	opts.UnreachableFor = ev.unreachableFor
+	return opts
 }
 
 func genScenario(c chooser, o genOptions) scenario {
@@ -181,7 +211,62 @@ func genScenario(c chooser, o genOptions) scenario {
 	// mostly late, so that dead pods stay as common as before.
 	sc.now = genNow(c, 8)
 	sc.step = pick(c, genSteps)
+	if o.nodes && c.IntN(3) == 1 {
+		sc.ev = genNodeEvidence(c)
+	}
 	return sc
+}
+
+// genNodeStates are the states a node in a cache may be in: the
+// node-lifecycle controller's own unreachable and not-ready states, and
+// the odd ones around them.
+var genNodeStates = []struct {
+	ready  corev1.ConditionStatus // "" means no Ready condition
+	taints []corev1.Taint
+}{
+	{ready: corev1.ConditionTrue},
+	{ready: corev1.ConditionTrue, taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}}, // stale taint
+	{ready: corev1.ConditionUnknown, taints: []corev1.Taint{
+		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}, {Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}},
+	{ready: corev1.ConditionFalse, taints: []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute}}},
+	{ready: corev1.ConditionUnknown, taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}},
+	{ready: corev1.ConditionFalse, taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}},
+	{ready: corev1.ConditionUnknown},
+	{ready: corev1.ConditionUnknown, taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}}},
+	{taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}},
+	{ready: corev1.ConditionUnknown, taints: []corev1.Taint{
+		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}, {Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute}}},
+	{ready: corev1.ConditionFalse},
+}
+
+// genTransitions are the Ready conditions' lastTransitionTimes; genWaits
+// the UnreachableFor values.
+var (
+	genTransitions = []time.Time{deletedAt.Add(-time.Minute), deletedAt.Time, {}, time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)}
+	genWaits       = []time.Duration{0, 0, 30 * time.Second, 10 * time.Minute}
+)
+
+// genNodeEvidence draws a cache holding node-a and node-lost, each in any
+// state or missing, and the unreachable policy.
+func genNodeEvidence(c chooser) *genEvidence {
+	ev := &genEvidence{nodes: map[string]*corev1.Node{}}
+	for _, name := range []string{"node-a", "node-lost"} {
+		i := c.IntN(len(genNodeStates) + 1)
+		if i == len(genNodeStates) {
+			continue // missing from the cache
+		}
+		st := genNodeStates[i]
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Taints: slices.Clone(st.taints)}}
+		if st.ready != "" {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st.ready, LastTransitionTime: metav1.NewTime(pick(c, genTransitions))}}
+		}
+		ev.nodes[name] = n
+	}
+	ev.replace = c.IntN(4) != 0
+	if ev.replace {
+		ev.unreachableFor = pick(c, genWaits)
+	}
+	return ev
 }
 
 // genNow is the time a Checker's clock reads: in one draw of aroundOneIn
@@ -326,11 +411,70 @@ func rawString(c chooser) string {
 func ptr[T any](v T) *T { return &v }
 
 // wantState restates the documented default rules (README, "Which pods are
-// dead") without using package health, for a Checker whose clock reads now.
-// The scenarios configure no node evidence: the node-aware rules have no
-// opinion, and a taint-evicted pod is dead once its deletionTimestamp (the
-// deletion deadline) is not after now.
+// dead") without using package health, for a Checker without node evidence
+// whose clock reads now (see oracle).
 func wantState(p *corev1.Pod, now time.Time) health.State {
+	return oracle{now: now}.state(p)
+}
+
+// wantHeldBack is oracle.heldBack without node evidence.
+func wantHeldBack(p *corev1.Pod) bool { return oracle{}.heldBack(p) }
+
+// oracle restates, without using package health, what a Checker with the
+// default rules and policy decides at the time now: with no node evidence
+// (ev nil), or with the node cache and unreachable policy of ev and no
+// live reads. seen is when the Checker's Memory first saw, on its clock,
+// what TerminatingTooLong and UnreachableFor measure from (the first check
+// of a scenario over a valid list); zero means now.
+type oracle struct {
+	now  time.Time
+	ev   *genEvidence
+	seen time.Time
+}
+
+// node returns the cached node of pod, or nil: none is configured, the pod
+// is not bound, or the cache does not hold it (and no live read could
+// confirm it gone).
+func (o oracle) node(p *corev1.Pod) *corev1.Node {
+	if o.ev == nil || p.Spec.NodeName == "" {
+		return nil
+	}
+	return o.ev.nodes[p.Spec.NodeName]
+}
+
+// firstSeen is when a pod with a UID (or a node) was first seen.
+func (o oracle) firstSeen(uid types.UID) time.Time {
+	if o.seen.IsZero() || uid == "" {
+		return o.now
+	}
+	return o.seen
+}
+
+// state is the verdict of the default rules, in their documented order,
+// then the ReplaceUnreachable policy:
+//   - TaintEvicted: deletionTimestamp and DisruptionTarget=True reason
+//     DeletionByTaintManager: Dead when the node is down (Ready False or
+//     Unknown, or an unreachable or not-ready taint of any effect); no
+//     opinion when it is up (Ready True, neither taint); otherwise (no
+//     node evidence, or neither up nor down) Dead once the
+//     deletionTimestamp is not after now;
+//   - TerminatedByKubelet: phase Failed and DisruptionTarget=True reason
+//     TerminationByKubelet: Dead;
+//   - NodeGone never matches: no live read confirms a node gone;
+//   - OutOfService: deletionTimestamp, node not Ready (Ready missing or not
+//     True) with the out-of-service taint: Dead;
+//   - TerminatingTooLong: deletionTimestamp, node not Ready, 5 minutes past
+//     the deletionTimestamp and the grace period plus 5 minutes past the
+//     first sighting: Dead;
+//   - GracefulDeletion: any other deletionTimestamp: Terminating;
+//   - FinishedPod: phase Succeeded or Failed: Finished;
+//   - otherwise Alive, or Unreachable under ReplaceUnreachable when the pod
+//     is bound to a node whose Ready is Unknown or False and that carries
+//     the unreachable or not-ready taint with effect NoExecute, for
+//     UnreachableFor both since the Ready condition's lastTransitionTime
+//     and since the first sighting (an UnreachableFor of zero reads no
+//     clock), and the pod needs no fencing.
+func (o oracle) state(p *corev1.Pod) health.State {
 	disruptedFor := func(reason string) bool {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == reason {
@@ -339,36 +483,45 @@ func wantState(p *corev1.Pod, now time.Time) health.State {
 		}
 		return false
 	}
+	node := o.node(p)
+	deleting := p.DeletionTimestamp != nil
 	switch {
-	case p.DeletionTimestamp != nil && disruptedFor(health.ReasonDeletionByTaintManager) && !now.Before(p.DeletionTimestamp.Time):
+	case deleting && disruptedFor(health.ReasonDeletionByTaintManager) &&
+		(node != nil && nodeIsDown(node) || !(node != nil && nodeIsUp(node)) && !o.now.Before(p.DeletionTimestamp.Time)):
 		return health.Dead
 	case p.Status.Phase == corev1.PodFailed && disruptedFor(corev1.PodReasonTerminationByKubelet):
 		return health.Dead
-	case p.DeletionTimestamp != nil:
+	case deleting && node != nil && nodeOutOfService(node):
+		return health.Dead
+	case deleting && node != nil && readyIs(node) != corev1.ConditionTrue &&
+		!o.now.Before(p.DeletionTimestamp.Add(5*time.Minute)) && !o.now.Before(o.firstSeen(p.UID).Add(wantGrace(p)+5*time.Minute)):
+		return health.Dead
+	case deleting:
 		return health.Terminating
 	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
 		return health.Finished
+	case o.ev != nil && o.ev.replace && node != nil && nodeMarkedUnreachable(node) &&
+		(o.ev.unreachableFor == 0 ||
+			!o.now.Before(readyTransition(node).Add(o.ev.unreachableFor)) && !o.now.Before(o.firstSeen("node").Add(o.ev.unreachableFor))) &&
+		!wantNeedsFencing(p):
+		return health.Unreachable
 	default:
 		return health.Alive
 	}
 }
 
-// wantHeldBack restates when a Checker with the default Options (no node
-// evidence, the FenceStateful policy without a ClaimGetter, no breaker, no
-// budget) holds a dead pod back (README, "When is it safe to force-delete?",
-// rows D8 and D9), in this order:
+// heldBack restates when the Checker holds a dead pod back (README, "When
+// is it safe to force-delete?", rows D8 and D9), in this order:
 //   - it opted out by annotation;
 //   - it is malformed: two of its conditions share a type, whatever the type;
-//   - otherwise, if the kubelet terminated it, it goes: its verdict is
-//     fenced, its containers stopped. (A pod that the kubelet terminated and
-//     that another rule also matches carries two DisruptionTarget
-//     conditions, so it is malformed already.)
-//   - otherwise it is stateful and waits for fencing evidence, which the
-//     default Options never have: owned by a StatefulSet, mounting any claim
-//     (no ClaimGetter: the modes are unknown), an ephemeral volume whose
-//     claim template asks for ReadWriteOnce or ReadWriteOncePod, or an
-//     inline volume that one node at a time writes.
-func wantHeldBack(p *corev1.Pod) bool {
+//   - otherwise, if its verdict is fenced, it goes: the kubelet terminated
+//     it (its containers stopped), or its node is not Ready and out of
+//     service (OutOfService, or TaintEvicted there). (A pod that the
+//     kubelet terminated and that another rule also matches carries two
+//     DisruptionTarget conditions, so it is malformed already.)
+//   - otherwise it waits for fencing evidence if it needs it
+//     (wantNeedsFencing) and its node is not out of service.
+func (o oracle) heldBack(p *corev1.Pod) bool {
 	if p.Annotations[health.AnnotationForceDelete] == health.ForceDeleteNever {
 		return true
 	}
@@ -382,6 +535,17 @@ func wantHeldBack(p *corev1.Pod) bool {
 	if killedByKubelet(p) {
 		return false
 	}
+	if node := o.node(p); node != nil && nodeOutOfService(node) {
+		return false
+	}
+	return wantNeedsFencing(p)
+}
+
+// wantNeedsFencing restates FenceStateful without a ClaimGetter: owned by
+// a StatefulSet, mounting any claim (the modes are unknown), an ephemeral
+// volume whose claim template asks for ReadWriteOnce or ReadWriteOncePod,
+// or an inline volume that one node at a time writes.
+func wantNeedsFencing(p *corev1.Pod) bool {
 	for _, ref := range p.OwnerReferences {
 		if ref.Kind == "StatefulSet" {
 			return true
@@ -403,6 +567,64 @@ func wantHeldBack(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// wantGrace is the pod's grace period: deletionGracePeriodSeconds, else
+// terminationGracePeriodSeconds, else 30 s; below zero counts as zero.
+func wantGrace(p *corev1.Pod) time.Duration {
+	secs := int64(30)
+	switch {
+	case p.DeletionGracePeriodSeconds != nil:
+		secs = *p.DeletionGracePeriodSeconds
+	case p.Spec.TerminationGracePeriodSeconds != nil:
+		secs = *p.Spec.TerminationGracePeriodSeconds
+	}
+	return time.Duration(max(secs, 0)) * time.Second
+}
+
+// readyIs returns the status of the node's Ready condition, "" without one.
+func readyIs(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// readyTransition returns the lastTransitionTime of the node's Ready
+// condition.
+func readyTransition(n *corev1.Node) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+func nodeHasTaint(n *corev1.Node, key string, effect corev1.TaintEffect) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == key && (effect == "" || t.Effect == effect)
+	})
+}
+
+func nodeIsDown(n *corev1.Node) bool {
+	r := readyIs(n)
+	return nodeHasTaint(n, corev1.TaintNodeUnreachable, "") || nodeHasTaint(n, corev1.TaintNodeNotReady, "") ||
+		r == corev1.ConditionFalse || r == corev1.ConditionUnknown
+}
+
+func nodeIsUp(n *corev1.Node) bool { return !nodeIsDown(n) && readyIs(n) == corev1.ConditionTrue }
+
+func nodeOutOfService(n *corev1.Node) bool {
+	return readyIs(n) != corev1.ConditionTrue && nodeHasTaint(n, corev1.TaintNodeOutOfService, "")
+}
+
+func nodeMarkedUnreachable(n *corev1.Node) bool {
+	r := readyIs(n)
+	return (r == corev1.ConditionUnknown || r == corev1.ConditionFalse) &&
+		(nodeHasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) || nodeHasTaint(n, corev1.TaintNodeNotReady, corev1.TaintEffectNoExecute))
 }
 
 // countsAsDeleted is the Deleter contract: success, NotFound and a failed
@@ -575,7 +797,7 @@ func validList(pods []*corev1.Pod) bool {
 // requireInvariants checks one check's outcome against the listed pods.
 // removedBefore holds the UIDs whose deletes counted as deleted in earlier
 // checks of the same Memory; on return it also holds this check's.
-func requireInvariants(t testing.TB, listed []*corev1.Pod, now time.Time, o outcome, withReport bool, removedBefore map[types.UID]bool) {
+func requireInvariants(t testing.TB, listed []*corev1.Pod, or oracle, o outcome, withReport bool, removedBefore map[types.UID]bool) {
 	t.Helper()
 	byUID := map[types.UID]*corev1.Pod{}
 	for _, p := range listed {
@@ -605,8 +827,8 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, now time.Time, o outc
 		require.Equal(t, pod.Namespace, call.Namespace)
 		require.True(t, pod.DeletionTimestamp != nil || killedByKubelet(pod),
 			"pod %s has no deletionTimestamp and was not terminated by the kubelet, yet it was force-deleted", pod.Name)
-		require.Equal(t, health.Dead, wantState(pod, now), "pod %s is %v, yet it was force-deleted", pod.Name, wantState(pod, now))
-		require.False(t, wantHeldBack(pod), "pod %s must be held back, yet it was force-deleted", pod.Name)
+		require.Equal(t, health.Dead, or.state(pod), "pod %s is %v, yet it was force-deleted", pod.Name, or.state(pod))
+		require.False(t, or.heldBack(pod), "pod %s must be held back, yet it was force-deleted", pod.Name)
 		require.False(t, removedBefore[call.UID], "UID %s was deleted again although the Memory remembers it", call.UID)
 		_, twice := sentNow[call.UID]
 		require.False(t, twice, "UID %s deleted twice in one check", call.UID)
@@ -619,7 +841,7 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, now time.Time, o outc
 	// neither column (rows D8 and D9).
 	alive, allRemoved, stopped := 0, true, false
 	for i, p := range listed {
-		state := wantState(p, now)
+		state := or.state(p)
 		want := health.NoAction
 		if state == health.Alive {
 			alive++
@@ -638,7 +860,7 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, now time.Time, o outc
 				if len(p.Finalizers) > 0 {
 					want = health.BlockedByFinalizers
 				}
-			case wantHeldBack(p):
+			case or.heldBack(p):
 				want = health.HeldBack
 				require.False(t, sent, "held-back pod %s was deleted", p.Name)
 			default:
@@ -742,21 +964,27 @@ func requireChecks(t testing.TB, sc scenario, withReport bool) {
 	t.Helper()
 	w := newWorld(t, sc, sc.pods)
 	clk := clocktesting.NewFakePassiveClock(sc.now)
-	checker, err := health.New(w.store, w.store, health.Options{Memory: smallMemory(), Clock: clk})
+	checker, err := health.New(w.store, w.store, sc.ev.options(clk))
 	require.NoError(t, err)
 	snap := takeSnapshot(t, sc.pods)
 	removed := map[types.UID]bool{}
 
 	first := w.check(checker, withReport)
 	snap.requireUnchanged(t, sc.pods)
-	requireInvariants(t, sc.pods, sc.now, first, withReport, removed)
+	requireInvariants(t, sc.pods, oracle{now: sc.now, ev: sc.ev}, first, withReport, removed)
 
+	// The first check saw the pods (and their nodes) unless the list was
+	// invalid: then it classified nothing.
 	later := sc.now.Add(sc.step)
+	or := oracle{now: later, ev: sc.ev}
+	if validList(sc.pods) {
+		or.seen = sc.now
+	}
 	clk.SetTime(later)
 	second := w.check(checker, withReport)
 	snap.requireUnchanged(t, sc.pods)
 	snap.requireSameJSON(t, sc.pods)
-	requireInvariants(t, sc.pods, later, second, withReport, removed)
+	requireInvariants(t, sc.pods, or, second, withReport, removed)
 	if !validList(sc.pods) || second.cancelled {
 		// A pod that died between the checks may cancel the second one
 		// (row D7), which requireInvariants has checked.
@@ -764,7 +992,7 @@ func requireChecks(t testing.TB, sc scenario, withReport bool) {
 	}
 	var wantRetried, gotRetried []types.UID
 	for _, p := range sc.pods {
-		if p.UID != "" && p.Name != "" && wantState(p, later) == health.Dead && !wantHeldBack(p) && !slices.ContainsFunc(first.calls, func(c fake.DeleteCall) bool {
+		if p.UID != "" && p.Name != "" && or.state(p) == health.Dead && !or.heldBack(p) && !slices.ContainsFunc(first.calls, func(c fake.DeleteCall) bool {
 			return c.UID == p.UID && countsAsDeleted(c.Err)
 		}) {
 			wantRetried = append(wantRetried, p.UID)
@@ -788,10 +1016,10 @@ func requireOrderIndependent(t testing.TB, sc scenario, r *rand.Rand) {
 	run := func(listed []*corev1.Pod) outcome {
 		w := newWorld(t, sc, listed)
 		clk := clocktesting.NewFakePassiveClock(sc.now)
-		checker, err := health.New(w.store, w.store, health.Options{Memory: smallMemory(), Clock: clk})
+		checker, err := health.New(w.store, w.store, sc.ev.options(clk))
 		require.NoError(t, err)
 		o := w.check(checker, true)
-		requireInvariants(t, listed, sc.now, o, true, map[types.UID]bool{})
+		requireInvariants(t, listed, oracle{now: sc.now, ev: sc.ev}, o, true, map[types.UID]bool{})
 		return o
 	}
 	first := run(sc.pods)

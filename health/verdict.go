@@ -14,9 +14,15 @@ const (
 	Finished
 	// Dead pods are force-deleted by the Checker.
 	Dead
+	// Unreachable pods run, as far as anyone can tell, on a node that the
+	// node-lifecycle controller has marked unreachable or not ready: they
+	// are not alive, so that a caller replaces them elsewhere, and not dead:
+	// they are never force-deleted on this evidence. Only a Checker with
+	// Options.ReplaceUnreachable gives this verdict.
+	Unreachable
 )
 
-var stateNames = [...]string{Alive: "Alive", Terminating: "Terminating", Finished: "Finished", Dead: "Dead"}
+var stateNames = [...]string{Alive: "Alive", Terminating: "Terminating", Finished: "Finished", Dead: "Dead", Unreachable: "Unreachable"}
 
 func (s State) String() string {
 	if s < 0 || int(s) >= len(stateNames) {

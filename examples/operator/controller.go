@@ -52,6 +52,11 @@ type config struct {
 	// Clock is the clock of the checkers, the queue's delays and the
 	// replacements tracker; nil means the real clock.
 	Clock clock.WithTicker
+	// ReplaceUnreachable and UnreachableFor are the checkers'
+	// health.Options of the same names (see unreachable.go); with
+	// ReplaceUnreachable the controller also deletes surplus live pods.
+	ReplaceUnreachable bool
+	UnreachableFor     time.Duration
 }
 
 func (c config) validate() error {
@@ -163,6 +168,9 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 
 			Nodes:     cachedNodes,
 			LiveNodes: liveNodes,
+
+			ReplaceUnreachable: cfg.ReplaceUnreachable,
+			UnreachableFor:     cfg.UnreachableFor,
 		})
 		if err != nil {
 			return nil, err
@@ -239,7 +247,7 @@ func (c *controller) nodeEventHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Node)
 			node, ok2 := newObj.(*corev1.Node)
-			if ok1 && ok2 && nodeReady(old) != nodeReady(node) {
+			if ok1 && ok2 && (nodeReady(old) != nodeReady(node) || nodeMarkedUnreachable(old) != nodeMarkedUnreachable(node)) {
 				c.enqueueWorkloadsOn(node.Name)
 			}
 		},
@@ -395,6 +403,9 @@ func (c *controller) sync(ctx context.Context, w string) error {
 	// after the list cannot confirm one the check did not count.
 	pending := c.expect.PendingReport(w, report)
 	if report.Healthy {
+		if c.cfg.ReplaceUnreachable {
+			return c.removeSurplus(ctx, w, report)
+		}
 		return nil
 	}
 	if pending > 0 {

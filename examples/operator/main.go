@@ -61,6 +61,8 @@ func run() error {
 		workers      = flag.Int("workers", 2, "how many workloads are synced at once")
 		maxDeletes   = flag.Int("max-force-deletes-per-minute", 0, "limit of force deletes per minute over all workloads; 0 means no limit")
 		withNodes    = flag.Bool("node-evidence", true, "watch nodes (cluster-wide list and watch) and GET a node missing from that cache, so that the checks know whether a pod's node is Ready, out of service or gone; needs the ClusterRole in rbac.yaml")
+		replaceUnr   = flag.Bool("replace-unreachable", false, "create a replacement as soon as the node-lifecycle controller marks the node of a workload's only live pod unreachable, without waiting for taint eviction, and delete surplus live pods gracefully when the node comes back; needs --node-evidence")
+		unreachFor   = flag.Duration("unreachable-for", 0, "with --replace-unreachable, how long a node must have been unreachable before its pods are replaced, beyond the node controller's grace period; 0 means no extra wait")
 	)
 	flag.Parse()
 	log := klog.Background().WithName("podhealth-operator")
@@ -73,6 +75,9 @@ func run() error {
 		DryRun:            *dryRun,
 
 		MaxForceDeletesPerMinute: *maxDeletes,
+
+		ReplaceUnreachable: *replaceUnr,
+		UnreachableFor:     *unreachFor,
 	}
 	sel, err := parseNodeSelector(*nodeSelector)
 	if err != nil {
@@ -84,6 +89,9 @@ func run() error {
 	}
 	if *resync < 0 {
 		return fmt.Errorf("--resync must not be negative, not %v", *resync)
+	}
+	if *replaceUnr && !*withNodes {
+		return errors.New("--replace-unreachable needs --node-evidence: only a node's state tells that it is unreachable")
 	}
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("invalid flags: %w", err)
