@@ -17,7 +17,9 @@
 //
 // Rules give each pod one Verdict: Alive, Terminating (a graceful deletion
 // in progress, never force-deleted), Finished (stopped in a terminal phase,
-// left alone) or Dead (force-deleted). DefaultRules documents the default
+// left alone), Dead (force-deleted) or, with Options.ReplaceUnreachable,
+// Unreachable (on a node the node-lifecycle controller marked unreachable:
+// not alive, never force-deleted on that evidence). DefaultRules documents the default
 // rule set and its order; the first rule with an opinion decides, and a pod
 // no rule matches is Alive.
 //
@@ -37,8 +39,10 @@
 //	D7  | context ends|      | stops at once                     | false   | wraps the context's error
 //	D8  | >=1         | >=1  | held back, the others as D3       | true    | nil
 //	D9  | 0           | >=1  | held back, the others as D4       | false   | nil
+//	D10 | 0, >=1 Unreachable | any | as D4/D9, none for Unreachable | false | nil
+//	D11 | >=1, >=1 Unreachable | any | as D3/D8, none for Unreachable | true | nil
 //
-// Terminating and Finished pods count in neither column, and neither do dead
+// Terminating, Finished and Unreachable pods count in neither column, and neither do dead
 // pods that are held back (D8, D9; see Evidence before force). "Succeed or pod
 // already gone" covers the outcomes ForceDeleted, WasAlreadyGone (NotFound),
 // NameReused (the UID precondition failed: a newer pod holds the name and is
