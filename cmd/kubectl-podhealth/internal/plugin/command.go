@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	"golang.org/x/term"
 
 	"github.com/podhealth/podhealth/podsource/kube"
 )
@@ -285,7 +285,13 @@ func (o *options) runForceDelete(ctx context.Context, client kubernetes.Interfac
 	}
 	o.exit = exitCode(list.Items, true)
 	if o.output == "json" || o.output == "yaml" {
-		return o.print(list, o.streams.Out, namespace)
+		if err := o.print(list, o.streams.Out, namespace); err != nil {
+			return err
+		}
+		if o.exit == ExitError {
+			fmt.Fprintln(o.streams.ErrOut, "error: a force delete failed; see the pod's result")
+		}
+		return nil
 	}
 	fmt.Fprintln(o.streams.Out)
 	for _, row := range list.Items {
@@ -300,7 +306,13 @@ func (o *options) runForceDelete(ctx context.Context, client kubernetes.Interfac
 				continue // terminating: nothing to do
 			}
 		}
+		if row.Hint != "" && (row.done == doneHeld || row.Action == ActionHeldBack) {
+			result += "; " + row.Hint
+		}
 		fmt.Fprintf(o.streams.Out, "pod %s/%s: %s\n", row.Namespace, row.Name, result)
+	}
+	if o.exit == ExitError {
+		fmt.Fprintln(o.streams.ErrOut, "error: a force delete failed; see the pod's line above")
 	}
 	return nil
 }

@@ -240,8 +240,11 @@ func actionText(row PodHealth) string {
 	if row.HeldBack != "" {
 		s += ": " + shortHeldBack(row.HeldBack)
 	}
-	if row.Hint != "" && row.Action == ActionHeldBack {
+	switch {
+	case row.Action == ActionHeldBack && shortHint(row.HeldBack) != "":
 		s += "; " + shortHint(row.HeldBack)
+	case row.Action == ActionWait:
+		s += ": no rule calls it dead yet"
 	}
 	return s
 }
