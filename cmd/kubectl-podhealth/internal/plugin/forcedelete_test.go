@@ -295,4 +295,3 @@ func TestHelpDocumentsTheExitCodes(t *testing.T) {
 		require.Contains(t, res.stdout, line)
 	}
 }
-
