@@ -378,3 +378,53 @@ func itoa(i int) string {
 	}
 	return string(b)
 }
+
+// TestExpiredContinueTokenGoesOnFromWhereTheServerSays: when a scan
+// outlives its continue token, the API server answers 410 with a token
+// that goes on at the current state; the scan takes it, says so once, and
+// still judges every page. A 410 without such a token is an error.
+func TestExpiredContinueTokenGoesOnFromWhereTheServerSays(t *testing.T) {
+	f := loadFixtures(t)
+	objs := []k8sruntime.Object{f.nodeHealthy, f.nodeLost}
+	for i := range 1200 {
+		objs = append(objs, renamed(f.alive, "alive-"+padded(i)))
+	}
+	objs = append(objs, renamed(f.taintEvicted, "zzz-dead"))
+	tests := []struct {
+		name      string
+		withToken bool
+		wantCode  int
+	}{
+		{name: "410 with a token to go on", withToken: true, wantCode: ExitDeadPodsLeft},
+		{name: "410 without one", wantCode: ExitError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := newClient(t, objs...)
+			expired := false
+			client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+				opts := a.(k8stesting.ListActionImpl).ListOptions
+				if opts.Continue == "" || expired {
+					return false, nil, nil
+				}
+				expired = true
+				err := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result.")
+				if tt.withToken {
+					err.ErrStatus.Continue = opts.Continue
+				}
+				return true, nil, err
+			})
+			res := run(t, client, runOptions{pageSize: 500}, "-o", "json")
+			require.Equal(t, tt.wantCode, res.code, res.stderr)
+			if !tt.withToken {
+				require.Contains(t, res.stderr, "error: cannot list pods in namespace default: The provided continue parameter is too old")
+				return
+			}
+			list := decode(t, res.stdout)
+			require.Equal(t, 1201, list.ScannedPods)
+			require.Equal(t, []row{{Pod: "default/zzz-dead", Node: f.nodeLost.Name, NodeState: "NotReady since 5m", Verdict: "Dead", Rule: "TaintEvicted", Action: ActionForceDelete}}, rowsOf(list))
+			require.Equal(t, "warning: the pod list took longer than the API server keeps a consistent snapshot; the rest of it was read at a later state\n", res.stderr)
+			require.Len(t, list.Warnings, 1)
+		})
+	}
+}
