@@ -42,12 +42,15 @@ type Binaries struct {
 	// Operator is the library's example operator (examples/operator),
 	// built from the root module with its own dependencies.
 	Operator string
+	// Plugin is the kubectl plugin kubectl-podhealth (cmd/kubectl-podhealth),
+	// built from its own nested module with its own dependencies.
+	Plugin string
 	// BuildTime is how long BuildBinaries took.
 	BuildTime time.Duration
 }
 
-// BuildBinaries builds etcd, kube-apiserver, kube-controller-manager and the
-// example operator into a
+// BuildBinaries builds etcd, kube-apiserver, kube-controller-manager, the
+// example operator and the kubectl plugin into a
 // fresh directory under os.TempDir. It is meant to be called once per test
 // binary, from TestMain; the Go build cache makes every build after the first
 // one on a machine a matter of linking. The caller should call
@@ -113,7 +116,17 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 		b.Remove()
 		return Binaries{}, fmt.Errorf("harness: go build ./examples/operator in %s: %w\n%s", rootDir, err, out.String())
 	}
-	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Operator} {
+	b.Plugin = filepath.Join(dir, "kubectl-podhealth")
+	cmd = exec.CommandContext(ctx, goTool, "build", "-o", b.Plugin, ".")
+	cmd.Dir = filepath.Join(rootDir, "cmd", "kubectl-podhealth")
+	out.Reset()
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		b.Remove()
+		return Binaries{}, fmt.Errorf("harness: go build in %s: %w\n%s", cmd.Dir, err, out.String())
+	}
+	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Operator, b.Plugin} {
 		if _, err := os.Stat(p); err != nil {
 			b.Remove()
 			return Binaries{}, fmt.Errorf("harness: build produced no %s: %w", filepath.Base(p), err)
