@@ -31,6 +31,8 @@ type scan struct {
 	// progress, when not nil, gets a line on each page after the first,
 	// rewritten in place (a terminal).
 	progress io.Writer
+	// memory is shared by the dry-run checks of the pages.
+	memory *health.Memory
 }
 
 // scanResult is what a scan found.
@@ -93,6 +95,10 @@ func (s *scan) judge(ctx context.Context, pods []*corev1.Pod) ([]PodHealth, erro
 	opts := s.evidence.options()
 	opts.DryRun = true
 	opts.Clock = s.clock
+	if s.memory == nil {
+		s.memory = health.NewMemory(health.MemoryOptions{})
+	}
+	opts.Memory = s.memory
 	checker, err := health.New(health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return pods, nil }), nil, opts)
 	if err != nil {
 		return nil, err
