@@ -314,7 +314,7 @@ func TestFigures(t *testing.T) {
 	if t.Failed() {
 		return // keep the last good figures
 	}
-	if err := figWriteDocument(doc); err != nil {
+	if err := figWriteDocument(figFiguresFile, doc); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s", figFiguresFile)

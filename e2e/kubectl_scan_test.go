@@ -110,7 +110,7 @@ func TestFiguresKubectlScan(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	if err := figWriteSection(scanSection, body); err != nil {
+	if err := figWriteSection(figFiguresFile, scanSection, body); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("wrote the %q section of %s", scanSection, figFiguresFile)
