@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -69,6 +70,14 @@ func TestFiguresKubectlScan(t *testing.T) {
 		nodeLists += after.since(before, "LIST", "nodes", "")
 		writes += writesSince(after, before)
 	}
+	// On a terminal the scan shows its progress on stderr: one more run,
+	// under script(1), which gives it a pseudo-terminal.
+	if tty := runPluginOnTerminal(ctx, t, cp, "-n", scanNamespace); !strings.Contains(tty, "scanning pods: 500 ") || !strings.Contains(tty, "\r\x1b[K") {
+		t.Errorf("a scan on a terminal showed no progress, or did not clear it:\n%q", tty)
+	} else {
+		t.Logf("on a terminal: %q", lastProgress(tty))
+	}
+
 	const wantPodLists = scanRuns * scanPods / scanPageSize
 	if podLists != wantPodLists {
 		t.Errorf("%d scans sent %v pod LISTs, want %d (one per %d pods)", scanRuns, podLists, wantPodLists, scanPageSize)
@@ -154,4 +163,36 @@ feed:
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runPluginOnTerminal runs the plugin under script(1), on a
+// pseudo-terminal, and returns what the terminal received.
+func runPluginOnTerminal(ctx context.Context, t *testing.T, cp *harness.ControlPlane, args ...string) string {
+	t.Helper()
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Errorf("script(1) (util-linux) gives the plugin a terminal: %v", err)
+		return ""
+	}
+	line := "'" + bins.Plugin + "' '--kubeconfig=" + cp.KubeconfigPath() + "'"
+	for _, a := range args {
+		line += " '" + a + "'"
+	}
+	ctx, cancel := context.WithTimeout(ctx, pluginTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, script, "-qefc", line, os.DevNull).CombinedOutput()
+	if err != nil {
+		t.Errorf("kubectl-podhealth on a terminal: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// lastProgress returns the last progress line the terminal received.
+func lastProgress(tty string) string {
+	i := strings.LastIndex(tty, "scanning pods:")
+	if i < 0 {
+		return ""
+	}
+	line, _, _ := strings.Cut(tty[i:], "\r")
+	return line
 }

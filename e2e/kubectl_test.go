@@ -145,9 +145,15 @@ func TestScenarioKubectlPlugin(t *testing.T) {
 	before := readRequests(ctx, t, cp)
 	table := runPlugin(ctx, t, cp, "-n", ns, "-o", "wide")
 	listing := runPlugin(ctx, t, cp, "-n", ns, "-o", "json")
+	// --force-delete without --yes and without an answer on stdin deletes
+	// nothing either.
+	declined := runPlugin(ctx, t, cp, "-n", ns, "--force-delete")
 	after := readRequests(ctx, t, cp)
 	if w := writesSince(after, before); w != 0 {
-		t.Errorf("two read-only runs sent %v writes, want 0", w)
+		t.Errorf("two read-only runs and a declined --force-delete sent %v writes, want 0", w)
+	}
+	if declined.code != pluginHeldBack || !strings.Contains(declined.stderr, "[y/N]") || !strings.Contains(declined.stderr, "nothing deleted") {
+		t.Errorf("--force-delete with no answer: exit %d, stderr %q; want exit %d after the question, and nothing deleted", declined.code, declined.stderr, pluginHeldBack)
 	}
 	t.Logf("kubectl podhealth -o wide (exit %d, %v):\n%s", table.code, table.took.Round(time.Millisecond), table.stdout)
 	for _, r := range []pluginRun{table, listing} {
