@@ -51,7 +51,8 @@ const DefaultPageSize = 500
 const DefaultMaxDeletes = 10
 
 // Env is how the command reaches the cluster, the clock and the terminal.
-// The zero value is the real one.
+// The zero value is the real one. Main only reads it; its functions may be
+// called from the goroutine that runs Main only.
 type Env struct {
 	// NewClient builds the clientset from the REST config that the flags
 	// resolved. Nil means kubernetes.NewForConfig.

@@ -35,7 +35,8 @@ const (
 	ActionRefused = "refused"
 )
 
-// PodHealthList is the document that -o json and -o yaml print.
+// PodHealthList is the document that -o json and -o yaml print. It is a
+// plain value: safe for concurrent reads, not for concurrent changes.
 type PodHealthList struct {
 	metav1.TypeMeta `json:",inline"`
 	// ScannedPods is how many pods the scan listed.
