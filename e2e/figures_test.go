@@ -47,7 +47,8 @@ type figFailure struct {
 
 // TestFigures measures, with examples/operator running against a real
 // control plane: how fast a pod that died with its node is removed and
-// replaced; that the library sends exactly one DELETE per dead pod, also
+// replaced (and the same for examples/controllerruntime, a
+// controller-runtime manager, next to it); that the library sends exactly one DELETE per dead pod, also
 // when the operator's informer lags several resyncs behind; that a
 // healthy workload costs no write request at all; and how soon a running
 // pod whose node object is deleted is gone, with the operator and with
@@ -78,7 +79,14 @@ func TestFigures(t *testing.T) {
 	// of a workload of the operator, one of a workload nothing manages.
 	goneOn, goneOff := cp.AddNode(ctx, "node-gone-on"), cp.AddNode(ctx, "node-gone-off")
 	const orphanOn, orphanOff = "orphan", "podgc"
-	allNodes := append(append([]*harness.Node{healthy}, failing...), lagNode, goneOn, goneOff)
+	// One node per timed failure of examples/controllerruntime's registries.
+	var crFailing []*harness.Node
+	var crRegistries []string
+	for i := 1; i <= figFailures; i++ {
+		crFailing = append(crFailing, cp.AddNode(ctx, fmt.Sprintf("cr-node-%d", i)))
+		crRegistries = append(crRegistries, fmt.Sprintf("cr%d", i))
+	}
+	allNodes := append(append(append([]*harness.Node{healthy}, failing...), lagNode, goneOn, goneOff), crFailing...)
 	for _, n := range allNodes {
 		if _, err := harness.WaitForNode(ctx, c, n.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
 			t.Fatal(err)
@@ -100,9 +108,13 @@ func TestFigures(t *testing.T) {
 	orig[orphanOn] = cp.CreatePod(ctx, figWorkloadPod(ns, orphanOn+"-orig", orphanOn, goneOn.Name()))
 	orig[orphanOff] = cp.CreatePod(ctx, figWorkloadPod(ns, orphanOff+"-orig", orphanOff, goneOff.Name()))
 	opWorkloads := append(append([]string(nil), workloads...), orphanOn)
+	for i, w := range crRegistries {
+		orig[w] = cp.CreatePod(ctx, crRegistryPod(w+"-orig", crRegistry(ctx, t, cp, w), crFailing[i].Name()))
+	}
 
-	// Phase 1: everything healthy. The operators start and resync every
-	// second; neither may write a pod or an event.
+	// Phase 1: everything healthy. The operators and
+	// examples/controllerruntime start and resync every second; none may
+	// write a pod or an event.
 	writesBefore := figPodAndEventWrites(ctx, t, cp)
 	op := cp.StartOperator(t, bins, "--namespace="+ns, "--workloads="+strings.Join(opWorkloads, ","),
 		"--image=registry.example/x:1", "--resync="+figResync.String())
@@ -113,6 +125,8 @@ func TestFigures(t *testing.T) {
 	cp.StartOperator(t, bins, "--namespace="+ns, "--workloads="+strings.Join(lagWorkloads, ","),
 		"--image=registry.example/x:1", "--resync="+figResync.String(),
 		"--kubeconfig="+proxy.KubeconfigPath())
+	crOp := cp.StartControllerRuntime(t, bins, crArgs(figResync)...)
+	crWaitStarted(ctx, t, crOp)
 	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
 	err = pollUntil(syncCtx, func() bool { return len(op.LogLines(`"pod cache synced"`)) >= 2 })
 	syncCancel()
@@ -198,6 +212,14 @@ func TestFigures(t *testing.T) {
 		if !strings.Contains(line, `outcome="ForceDeleted"`) {
 			t.Errorf("force delete with another outcome: %s", line)
 		}
+	}
+
+	// Phase 2b: the same failures for examples/controllerruntime's
+	// registries, one node after the other.
+	var crResults []figFailure
+	for i, node := range crFailing {
+		w := crRegistries[i]
+		crResults = append(crResults, crTimeFailure(ctx, t, cp, watch, node, healthy, w, orig[w]))
 	}
 
 	// Phase 3: the lagging operator. Its informer learns of every change
@@ -298,11 +320,12 @@ func TestFigures(t *testing.T) {
 		load:          [2]string{loadStart, figLoadAverage()},
 		version:       version,
 		failures:      results,
+		crFailures:    crResults,
 		lag:           lagResults,
 		lagDeletes:    lagDeletes,
 		lagCreates:    lagCreates,
 		healthyWrites: healthyWrites,
-		healthyLoad:   len(opWorkloads) + len(lagWorkloads),
+		healthyLoad:   len(opWorkloads) + len(lagWorkloads) + len(crRegistries),
 		orphans:       orphans,
 		duration:      time.Since(testStart),
 	})
@@ -399,11 +422,12 @@ func figWaitRegistered(ctx context.Context, cp *harness.ControlPlane, nodes []*h
 type figReport struct {
 	date, version string
 	failures, lag []figFailure
+	crFailures    []figFailure // examples/controllerruntime's node failures
 	lagDeletes    float64
 	lagCreates    float64
 	healthyWrites float64
 	load          [2]string // 1-minute load average at the start and the end; empty if unknown
-	healthyLoad   int       // workloads of the two operators in the healthy phase
+	healthyLoad   int       // workloads of the three controllers in the healthy phase
 	orphans       nodeDeletedRun
 	duration      time.Duration
 }
@@ -432,17 +456,24 @@ func figRender(r figReport) string {
 	_, goneMed, goneMax := harness.Durations(pick(r.failures, func(x figFailure) time.Duration { return x.gone }))
 	_, replMed, replMax := harness.Durations(pick(r.failures, func(x figFailure) time.Duration { return x.replaced }))
 	_, evMed, evMax := harness.Durations(pick(r.failures, func(x figFailure) time.Duration { return x.evictedAfterBeat }))
-	var deletes, creates float64
+	_, crGoneMed, crGoneMax := harness.Durations(pick(r.crFailures, func(x figFailure) time.Duration { return x.gone }))
+	_, crReplMed, crReplMax := harness.Durations(pick(r.crFailures, func(x figFailure) time.Duration { return x.replaced }))
+	var deletes, creates, crDeletes, crCreates float64
 	for _, x := range r.failures {
 		deletes += x.deletes
 		creates += x.creates
+	}
+	for _, x := range r.crFailures {
+		crDeletes += x.deletes
+		crCreates += x.creates
 	}
 	lagDeletes := r.lagDeletes
 
 	fmt.Fprintf(&b, "# End-to-end figures\n\n")
 	fmt.Fprintf(&b, "Measured by `TestFigures` (`cd e2e && %s=1 go test -count=1 -run TestFigures -v .`) on %s: "+
 		"etcd, kube-apiserver and kube-controller-manager %s on 127.0.0.1, nodes whose heartbeat the test plays, "+
-		"and `examples/operator` (`--resync=%v`) as a separate process; %d CPUs, %s/%s, %s. The test took %s.\n\n",
+		"and `examples/operator` and `examples/controllerruntime` (a controller-runtime manager) (`--resync=%v`) as separate processes; "+
+		"%d CPUs, %s/%s, %s. The test took %s.\n\n",
 		figWriteEnv, r.date, r.version, figResync, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), figSec(r.duration))
 	fmt.Fprintf(&b, "Latencies start when the test's pod watch (opened before the failure) first delivers the pod "+
 		"with `DisruptionTarget=True` reason `DeletionByTaintManager`; the condition's own `lastTransitionTime` "+
@@ -459,15 +490,19 @@ func figRender(r figReport) string {
 	fmt.Fprintf(&b, "| figure | value |\n|---|---|\n")
 	fmt.Fprintf(&b, "| node failures timed (one at a time, one healthy node always up) | %d |\n", len(r.failures))
 	fmt.Fprintf(&b, "| last heartbeat → pod marked `DisruptionTarget` (Kubernetes: 6 s grace, 2 s toleration) | median %s, max %s |\n", figSec(evMed), figSec(evMax))
-	fmt.Fprintf(&b, "| (a) `DisruptionTarget` → dead pod gone from the API server | median %s, max %s |\n", figMs(goneMed), figMs(goneMax))
-	fmt.Fprintf(&b, "| (b) `DisruptionTarget` → replacement pod exists | median %s, max %s |\n", figMs(replMed), figMs(replMax))
+	fmt.Fprintf(&b, "| (a) `DisruptionTarget` → dead pod gone from the API server: `examples/operator` | median %s, max %s |\n", figMs(goneMed), figMs(goneMax))
+	fmt.Fprintf(&b, "| (b) `DisruptionTarget` → replacement pod exists: `examples/operator` | median %s, max %s |\n", figMs(replMed), figMs(replMax))
+	fmt.Fprintf(&b, "| (a) the same, `examples/controllerruntime` (%d failures) | median %s, max %s |\n", len(r.crFailures), figMs(crGoneMed), figMs(crGoneMax))
+	fmt.Fprintf(&b, "| (b) the same, `examples/controllerruntime` | median %s, max %s |\n", figMs(crReplMed), figMs(crReplMax))
 	fmt.Fprintf(&b, "| pod DELETEs during the %d failures / of them the taint-eviction controller's graceful ones / the library's force deletes | %.0f / %d / %.0f (%.2f per dead pod) |\n",
 		len(r.failures), deletes, len(r.failures), deletes-float64(len(r.failures)), (deletes-float64(len(r.failures)))/float64(len(r.failures)))
 	fmt.Fprintf(&b, "| replacement pods created by `examples/operator` during the %d failures | %.0f |\n", len(r.failures), creates)
+	fmt.Fprintf(&b, "| `examples/controllerruntime`'s %d failures: pod DELETEs / the library's force deletes / replacement pods created | %.0f / %.0f / %.0f |\n",
+		len(r.crFailures), crDeletes, crDeletes-float64(len(r.crFailures)), crCreates)
 	fmt.Fprintf(&b, "| informer %v behind the API server (resync %v), %d dead pods: pod DELETEs / the library's | %.0f / %.0f |\n",
 		figWatchDelay, figResync, len(r.lag), lagDeletes, lagDeletes-float64(len(r.lag)))
 	fmt.Fprintf(&b, "| informer %v behind: replacement pods created | %.0f |\n", figWatchDelay, r.lagCreates)
-	fmt.Fprintf(&b, "| healthy workloads, %d resyncs of 2 operators over %d workloads: writes to pods and events | %.0f |\n",
+	fmt.Fprintf(&b, "| healthy workloads, %d resyncs of 2 operators and `examples/controllerruntime` over %d workloads: writes to pods and events | %.0f |\n",
 		int(figHealthyWait/figResync), r.healthyLoad, r.healthyWrites)
 	fmt.Fprintf(&b, "| node object deleted while its pod runs (no `deletionTimestamp`) → pod gone: `examples/operator` with node evidence | %s (removed by %s) |\n",
 		figSec(r.orphans.onGone), r.orphans.onRemovedBy)
@@ -476,9 +511,14 @@ func figRender(r figReport) string {
 	fmt.Fprintf(&b, "| node object deleted → replacement pod exists (`examples/operator`) | %s |\n", figSec(r.orphans.replaced))
 	fmt.Fprintf(&b, "| the two deleted nodes' pods: pod DELETEs by response code / replacement pods created | %s / %.0f |\n", r.orphans.deleteCodes, r.orphans.creates)
 
-	fmt.Fprintf(&b, "\nPer failure:\n\n")
+	fmt.Fprintf(&b, "\n`examples/operator`, per failure:\n\n")
 	fmt.Fprintf(&b, "| node | pod | heartbeat → `DisruptionTarget` | `lastTransitionTime` → seen | (a) → gone | (b) → replacement | pod DELETEs | pod POSTs |\n|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.failures {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.0f | %.0f |\n", x.node, x.pod, figSec(x.evictedAfterBeat), figMs(x.transitionToSeen), figMs(x.gone), figMs(x.replaced), x.deletes, x.creates)
+	}
+	fmt.Fprintf(&b, "\n`examples/controllerruntime`, per failure:\n\n")
+	fmt.Fprintf(&b, "| node | pod | heartbeat → `DisruptionTarget` | `lastTransitionTime` → seen | (a) → gone | (b) → replacement | pod DELETEs | pod POSTs |\n|---|---|---|---|---|---|---|---|\n")
+	for _, x := range r.crFailures {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.0f | %.0f |\n", x.node, x.pod, figSec(x.evictedAfterBeat), figMs(x.transitionToSeen), figMs(x.gone), figMs(x.replaced), x.deletes, x.creates)
 	}
 	fmt.Fprintf(&b, "\nWith the informer %v behind (its operator notices the eviction late, so (a) and (b) include the lag):\n\n", figWatchDelay)

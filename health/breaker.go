@@ -45,12 +45,60 @@ type Breaker struct {
 // nodeHealth counts a zone's nodes.
 type nodeHealth struct{ total, notReady int }
 
-// disruption is the Breaker's reading of the cluster in one check.
+// disruption is the Breaker's reading of the cluster in one check: one pass
+// over the listed nodes that counts them and their not-Ready ones, per zone
+// and in all, without sorting or indexing them. Which zone a node is in is
+// needed only when a zone is disrupted, and then read once per check (see
+// zoneOf).
 type disruption struct {
-	cluster nodeHealth
-	zones   map[string]nodeHealth
-	byNode  map[string]string // node name -> zone
-	err     error
+	cluster   nodeHealth
+	zones     zoneCounts
+	disrupted bool // some zone is disrupted
+	nodes     []*corev1.Node
+	byNode    map[string]string // node name -> zone; made on first use
+	err       error
+}
+
+// zoneCounts counts the nodes of each zone. A cluster has few zones, so it
+// keeps them in a slice, searched in turn, and indexes them by name only
+// when there are more than a few.
+type zoneCounts struct {
+	counts []zoneCount
+	index  map[string]int // into counts, when it is long
+}
+
+type zoneCount struct {
+	zone string
+	nodeHealth
+}
+
+// fewZones is how many zones zoneCounts searches in turn.
+const fewZones = 8
+
+// of returns the counts of zone, adding it if it is new.
+func (z *zoneCounts) of(zone string) *nodeHealth {
+	if z.index != nil {
+		if i, ok := z.index[zone]; ok {
+			return &z.counts[i].nodeHealth
+		}
+	} else {
+		for i := range z.counts {
+			if z.counts[i].zone == zone {
+				return &z.counts[i].nodeHealth
+			}
+		}
+	}
+	z.counts = append(z.counts, zoneCount{zone: zone})
+	switch n := len(z.counts); {
+	case z.index != nil:
+		z.index[zone] = n - 1
+	case n > fewZones:
+		z.index = make(map[string]int, 2*n)
+		for i := range z.counts {
+			z.index[z.counts[i].zone] = i
+		}
+	}
+	return &z.counts[len(z.counts)-1].nodeHealth
 }
 
 func (b Breaker) read(ctx context.Context) *disruption {
@@ -63,23 +111,54 @@ func (b Breaker) read(ctx context.Context) *disruption {
 		// synced, or sees nothing, so there is no reading of its health.
 		return &disruption{err: errors.New("no nodes seen")}
 	}
-	d := &disruption{zones: make(map[string]nodeHealth), byNode: make(map[string]string, len(nodes))}
+	d := &disruption{nodes: nodes}
 	for i, n := range nodes {
 		if n == nil {
 			return &disruption{err: fmt.Errorf("the node lister listed a nil node at index %d", i)}
 		}
-		zone := n.Labels[corev1.LabelTopologyZone]
-		d.byNode[n.Name] = zone
-		z := d.zones[zone]
+		z := d.zones.of(n.Labels[corev1.LabelTopologyZone])
 		z.total++
 		d.cluster.total++
 		if !nodeReady(n) {
 			z.notReady++
 			d.cluster.notReady++
 		}
-		d.zones[zone] = z
+	}
+	least, share := b.thresholds()
+	for _, z := range d.zones.counts {
+		d.disrupted = d.disrupted || z.disruptedAt(least, share)
 	}
 	return d
+}
+
+// thresholds returns MinUnhealthy and UnhealthyShare, or their defaults.
+func (b Breaker) thresholds() (least int, share float64) {
+	least, share = b.MinUnhealthy, b.UnhealthyShare
+	if share <= 0 {
+		share = defaultUnhealthyShare
+	}
+	if least <= 0 {
+		least = defaultMinUnhealthy
+	}
+	return least, share
+}
+
+// disruptedAt reports whether at least least nodes, and at least share of
+// them, are not Ready.
+func (h nodeHealth) disruptedAt(least int, share float64) bool {
+	return h.notReady >= least && float64(h.notReady) >= share*float64(h.total)
+}
+
+// zoneOf returns the zone of the named node, and whether it was listed.
+func (d *disruption) zoneOf(node string) (string, bool) {
+	if d.byNode == nil {
+		d.byNode = make(map[string]string, len(d.nodes))
+		for _, n := range d.nodes {
+			d.byNode[n.Name] = n.Labels[corev1.LabelTopologyZone]
+		}
+	}
+	zone, ok := d.byNode[node]
+	return zone, ok
 }
 
 // tripped returns why force deletes on node must stop, or "".
@@ -87,25 +166,17 @@ func (b Breaker) tripped(d *disruption, node string) string {
 	if d.err != nil {
 		return "cannot read node health: " + d.err.Error()
 	}
-	share, min := b.UnhealthyShare, b.MinUnhealthy
-	if share <= 0 {
-		share = defaultUnhealthyShare
-	}
-	if min <= 0 {
-		min = defaultMinUnhealthy
-	}
-	disrupted := func(h nodeHealth) bool {
-		return h.notReady >= min && float64(h.notReady) >= share*float64(h.total)
-	}
+	least, share := b.thresholds()
 	switch {
 	case d.cluster.total > 0 && d.cluster.notReady == d.cluster.total:
 		return fmt.Sprintf("all %d nodes are not Ready", d.cluster.total)
-	case disrupted(d.cluster):
+	case d.cluster.disruptedAt(least, share):
 		return fmt.Sprintf("%d of %d nodes are not Ready", d.cluster.notReady, d.cluster.total)
+	case !d.disrupted:
+		return ""
 	}
-	zone, ok := d.byNode[node]
-	if ok {
-		if z := d.zones[zone]; disrupted(z) {
+	if zone, ok := d.zoneOf(node); ok {
+		if z := d.zones.of(zone); z.disruptedAt(least, share) {
 			return fmt.Sprintf("%d of %d nodes in zone %q are not Ready", z.notReady, z.total, zone)
 		}
 	}

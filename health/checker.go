@@ -264,8 +264,9 @@ type check struct {
 // run is Check, filling in report when it is not nil. With no report and
 // no dead pod it allocates nothing; with no report, no observer and dead
 // pods that the Memory remembers, little: the evidence of the rules that
-// judge them, and a slice only when more than two pods need judging and no
-// earlier check left one in deadBufs.
+// judge them (none are judged when a pod is alive and there is no node
+// evidence, see classifyQuietly), and a slice only when more than two pods
+// need judging and no earlier check left one in deadBufs.
 func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, stopped(err)
@@ -274,6 +275,22 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	if err != nil {
 		return false, &ListError{Err: err}
 	}
+	quiet := report == nil && c.observer == nil && c.quickAlive
+	from := 0
+	if quiet && !c.orphans {
+		// The common case ends here, before anything else is set up:
+		// every pod is running, or about to, and none is being deleted.
+		if from = leadingAlive(pods); from == len(pods) {
+			return from > 0, nil
+		}
+	}
+	return c.judge(ctx, report, pods, quiet, from)
+}
+
+// judge is the rest of run, for a list whose first from pods are known
+// alive and valid: it classifies the other pods, and force-deletes the dead
+// ones.
+func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod, quiet bool, from int) (bool, error) {
 	k := check{Checker: c, ctx: ctx, log: c.log, report: report}
 	if k.log.GetSink() == nil {
 		k.log = logr.FromContextOrDiscard(ctx)
@@ -282,8 +299,9 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	var buf [2]deadPod // the dead pods, on the stack while they are few
 	var alive int
 	var dead []deadPod
-	if report == nil && c.observer == nil && c.quickAlive {
-		alive, dead, err = k.classifyQuietly(pods, buf[:0])
+	var err error
+	if quiet {
+		alive, dead, err = k.classifyQuietly(pods, from, buf[:0])
 	} else {
 		alive, dead, err = k.classifyAll(pods, buf[:0])
 	}
@@ -321,34 +339,82 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	return alive > 0, nil
 }
 
-// classifyQuietly classifies pods when no verdict is reported (no Report,
-// no Observer) and the rules call alive every pod that is neither deleting
-// nor terminal nor on a node confirmed gone (quickAlive). One pass
-// validates each pod and reads its deletionTimestamp and phase, and, with
-// node evidence for orphans, looks its node up in the check's table: that
-// is enough to count most pods alive, without reading their conditions.
-// Only the others go through the rules, after the whole list is validated,
-// so that no rule sees an invalid list. It returns the dead pods in list
-// order, appended to dead.
-func (k *check) classifyQuietly(pods []*corev1.Pod, dead []deadPod) (alive int, _ []deadPod, _ error) {
-	others := dead
+// leadingAlive returns how many pods at the start of the list are alive by
+// their deletionTimestamp and phase alone, for a check that reports no
+// verdict and looks no node up (see Rules.aliveUnlessDeletingOrTerminal):
+// the index of the first pod that is nil, deleting, or in a phase that may
+// be terminal, or len(pods). It reads two fields per pod and the length of
+// a third, and nothing else, so that a list of running pods costs as
+// little as it can.
+func leadingAlive(pods []*corev1.Pod) int {
 	for i, pod := range pods {
-		switch {
-		case pod == nil:
-			return 0, nil, nilPod(i)
-		case pod.DeletionTimestamp == nil && !isTerminalPhase(pod) &&
-			(!k.orphans || pod.Spec.NodeName == "" || !k.getEvidence().gone(pod.Spec.NodeName)):
-			alive++
-		default:
-			if len(others) == cap(others) {
-				others = k.grow(others, i, len(pods))
-			}
-			others = append(others, deadPod{index: i})
+		if pod == nil || pod.DeletionTimestamp != nil || mayBeTerminal(pod.Status.Phase) {
+			return i
 		}
 	}
-	// Classify the others, keeping the dead ones in the same slice.
+	return len(pods)
+}
+
+// mayBeTerminal reports whether phase has the length of Succeeded or
+// Failed: it reads no byte of the phase, which for a running pod is enough
+// to tell it is not terminal.
+func mayBeTerminal(phase corev1.PodPhase) bool {
+	return len(phase) == len(corev1.PodSucceeded) || len(phase) == len(corev1.PodFailed)
+}
+
+// classifyQuietly classifies pods when no verdict is reported (no Report,
+// no Observer) and the rules call alive every pod that is neither deleting
+// nor terminal nor on a node confirmed gone (quickAlive); the first from
+// pods are known alive (see leadingAlive). One pass validates each pod and
+// reads its deletionTimestamp and phase, and, with node evidence for
+// orphans, looks its node up in the check's table (see scanNodes): that is
+// enough to count most pods alive, without reading their conditions. Only
+// the others go through the rules, after the whole list is validated, so
+// that no rule sees an invalid list. It returns the dead pods in list
+// order, appended to dead.
+func (k *check) classifyQuietly(pods []*corev1.Pod, from int, dead []deadPod) (alive int, _ []deadPod, _ error) {
+	others := dead
+	alive = from
+	if k.orphans {
+		var err error
+		if alive, others, err = k.scanNodes(pods, from, others); err != nil {
+			return 0, nil, err
+		}
+	} else {
+		for i := from; i < len(pods); i++ {
+			// Skip the running pods up to the next one that needs a
+			// closer look.
+			n := leadingAlive(pods[i:])
+			if alive, i = alive+n, i+n; i == len(pods) {
+				break
+			}
+			switch pod := pods[i]; {
+			case pod == nil:
+				return 0, nil, nilPod(i)
+			case pod.DeletionTimestamp == nil && !isTerminalPhase(pod):
+				alive++
+			default:
+				if len(others) == cap(others) {
+					others = k.grow(others, i, len(pods))
+				}
+				others = append(others, deadPod{index: i})
+			}
+		}
+	}
+	// Classify the others, keeping the dead ones in the same slice. Once a
+	// pod is counted alive, the health answer is known unless a force
+	// delete fails, so a pod that the Memory remembers as force-deleted
+	// changes nothing whatever its verdict: its force delete would not be
+	// sent again, and it would count at most one more pod alive. It is not
+	// judged, which spares reading its conditions. Without node evidence no
+	// rule records anything while it judges, so nothing is lost; a dry run
+	// does not read the Memory.
+	skipRemembered := alive > 0 && !k.dryRun && k.nodes == nil
 	dead = others[:0]
 	for _, o := range others {
+		if pod := pods[o.index]; skipRemembered && pod.Name != "" && pod.UID != "" && k.memory.remembers(pod.UID, k.time()) {
+			continue
+		}
 		switch v := k.classify(pods[o.index]); v.State {
 		case Alive:
 			alive++
@@ -357,6 +423,80 @@ func (k *check) classifyQuietly(pods []*corev1.Pod, dead []deadPod) (alive int, 
 		}
 	}
 	return alive, dead, nil
+}
+
+// nodeBlock is how many pods scanNodes reads before it looks their nodes
+// up.
+const nodeBlock = 32
+
+// scanNodes is classifyQuietly's pass with node evidence for orphans: a pod
+// that is neither deleting nor terminal is alive unless its node is
+// confirmed gone. It returns alive, counting the first from pods, and the
+// pods to classify, in list order, appended to others.
+//
+// A pod's node name is a string of its own, away from the pod, so that
+// looking it up right after reading the pod would wait for two reads from
+// memory in turn, pod after pod. Instead the pods are read by blocks: the
+// node names of a block are gathered, then touched all at once, so that
+// their reads overlap, and only then looked up in the check's table (see
+// nodeTable), in front of evidence.seen, where each node is looked up in
+// Options.Nodes once per check.
+func (k *check) scanNodes(pods []*corev1.Pod, from int, others []deadPod) (alive int, _ []deadPod, _ error) {
+	type entry struct {
+		index int
+		node  string // "" for a pod to classify
+	}
+	var block [nodeBlock]entry
+	alive = from
+	e := k.getEvidence()
+	// A short list meets few nodes more than once: filling the table would
+	// cost more than it saves.
+	tabled := len(pods)-from > 2*nodeBlock
+	for start := from; start < len(pods); start += nodeBlock {
+		n := 0
+		for i := start; i < min(start+nodeBlock, len(pods)); i++ {
+			switch pod := pods[i]; {
+			case pod == nil:
+				return 0, nil, nilPod(i)
+			case pod.DeletionTimestamp != nil || isTerminalPhase(pod):
+				block[n] = entry{index: i}
+				n++
+			case pod.Spec.NodeName == "":
+				alive++ // no node, so not an orphan
+			default:
+				block[n] = entry{index: i, node: pod.Spec.NodeName}
+				n++
+			}
+		}
+		var touched byte
+		for j := range n {
+			if node := block[j].node; node != "" {
+				touched |= node[len(node)-1]
+			}
+		}
+		e.touched |= touched
+		for j := range n {
+			b := &block[j]
+			if b.node != "" {
+				gone, ok := e.table.gone(b.node)
+				if !ok {
+					gone = e.gone(b.node)
+					if tabled {
+						e.table.put(b.node, gone)
+					}
+				}
+				if !gone {
+					alive++
+					continue
+				}
+			}
+			if len(others) == cap(others) {
+				others = k.grow(others, b.index, len(pods))
+			}
+			others = append(others, deadPod{index: b.index})
+		}
+	}
+	return alive, others, nil
 }
 
 // classifyAll validates the pods, then classifies every one, filling in
@@ -423,8 +563,11 @@ func (k *check) release(dead []deadPod) {
 }
 
 // time is the Checker's clock, read once per check when first needed: a
-// check of live pods without node evidence does not read it.
+// check of live pods does not read it, with or without node evidence.
 func (k *check) time() time.Time {
+	if k.evidence != nil {
+		return k.evidence.time()
+	}
 	if !k.haveNow {
 		k.now, k.haveNow = k.clock.Now(), true
 	}
@@ -604,8 +747,8 @@ func (k *check) getEvidence() *evidence {
 		if e == nil {
 			e = new(evidence)
 		}
-		seen, reasons := e.seen, e.reasons
-		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, now: k.time(), seen: seen, reasons: reasons, ownSightings: k.firstSightings()}
+		seen, reasons, table := e.seen, e.reasons, e.table
+		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, clock: k.clock, now: k.now, haveNow: k.haveNow, seen: seen, reasons: reasons, table: table, ownSightings: k.firstSightings()}
 		e.sightings = &e.ownSightings
 		k.evidence = e
 	}
@@ -622,8 +765,9 @@ func (k *check) releaseEvidence() {
 	k.evidence = nil
 	clear(e.seen)
 	clear(e.reasons)
-	seen, reasons := e.seen, e.reasons
-	*e = evidence{seen: seen, reasons: reasons}
+	e.table.reset()
+	seen, reasons, table := e.seen, e.reasons, e.table
+	*e = evidence{seen: seen, reasons: reasons, table: table}
 	k.evidences.Put(e)
 }
 

@@ -317,6 +317,11 @@ func TestBreakerStopsForceDeletesWhenManyNodesFailAtOnce(t *testing.T) {
 		}
 		return out
 	}
+	var manyZones []string
+	for _, z := range "abcdefghij" {
+		manyZones = append(manyZones, string(z)+"up", string(z)+"up")
+	}
+	manyZones = append(manyZones, "kdown", "kdown", "kdown")
 	tests := []struct {
 		name    string
 		nodes   []*corev1.Node
@@ -331,6 +336,10 @@ func TestBreakerStopsForceDeletesWhenManyNodesFailAtOnce(t *testing.T) {
 		{name: "a disrupted zone holds back its own pods", nodes: nodes("aup", "aup", "aup", "aup", "aup", "bdown", "bdown", "bdown"), podNode: "n7", wantWhy: `zone "b"`},
 		{name: "a disrupted zone does not hold back another zone's pods", nodes: nodes("aup", "aup", "aup", "aup", "adown", "bdown", "bdown", "bdown"), podNode: "n4"},
 		{name: "a lower threshold trips sooner", nodes: nodes("aup", "aup", "aup", "adown", "adown"), podNode: "n4", breaker: health.Breaker{UnhealthyShare: 0.4, MinUnhealthy: 2}, wantWhy: "2 of 5"},
+		// Ten zones of two Ready nodes, then zone "k" with three nodes down
+		// (n20, n21, n22): more zones than a breaker searches in turn.
+		{name: "among many zones, a disrupted zone holds back its own pods", nodes: nodes(manyZones...), podNode: "n22", wantWhy: `3 of 3 nodes in zone "k"`},
+		{name: "among many zones, a disrupted zone does not hold back another zone's pods", nodes: nodes(append(manyZones, "jdown")...), podNode: "n23"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

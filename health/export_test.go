@@ -72,7 +72,7 @@ func (rs Rules) ClassifyAt(pod *corev1.Pod, now time.Time) Verdict {
 	if f&(deleting|terminal) == 0 {
 		return rs.classify(pod, f, nil)
 	}
-	ev := &evidence{ctx: context.Background(), now: now, sightings: &checkSightings{record: newSightings(1, time.Minute)}}
+	ev := &evidence{ctx: context.Background(), now: now, haveNow: true, sightings: &checkSightings{record: newSightings(1, time.Minute)}}
 	return rs.classify(pod, f, ev)
 }
 

@@ -80,7 +80,7 @@ func TerminatingTooLong(margin time.Duration) Rule {
 			return Verdict{}, false
 		}
 		since := ev.terminatingSince(pod)
-		if ev.now.Sub(pod.DeletionTimestamp.Time) < margin || ev.now.Sub(since) < addSaturating(gracePeriod(pod), margin) {
+		if now := ev.time(); now.Sub(pod.DeletionTimestamp.Time) < margin || now.Sub(since) < addSaturating(gracePeriod(pod), margin) {
 			return Verdict{}, false
 		}
 		return Verdict{State: Dead, Reason: ev.reason("terminating past its deletion deadline and margin on node ", pod.Spec.NodeName, ", which is not Ready")}, true

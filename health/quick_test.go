@@ -3,10 +3,12 @@ package health_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
@@ -121,14 +123,19 @@ func (c *countingClock) Now() time.Time {
 	return c.PassiveClock.Now()
 }
 
-// A check reads the clock only when something needs it: not for live pods
-// without node evidence, once for dead pods that the Memory remembers.
+// A check reads the clock only when something needs it: not for live pods,
+// with or without node evidence, once for dead pods that the Memory
+// remembers.
 func TestCheckReadsTheClockOnlyWhenNeeded(t *testing.T) {
 	clk := &countingClock{PassiveClock: clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))}
 	alive := fake.New(fake.Options{}, newPod("a"), newPod("b", disruption("EvictionByEvictionAPI")))
 	_, err := newChecker(t, alive, health.Options{Clock: clk}).Check(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, clk.reads.Load(), "clock reads in a check of live pods")
+	nodes := func() *fake.Nodes { return fake.NewNodes(newNode("node-a")) }
+	_, err = newChecker(t, alive, health.Options{Clock: clk, Nodes: nodes(), LiveNodes: nodes()}).Check(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, clk.reads.Load(), "clock reads in a check of live pods that looks their node up")
 
 	list := []*corev1.Pod{newPod("a"), taintEvicted("dead1"), taintEvicted("dead2")}
 	source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil })
@@ -181,6 +188,141 @@ func TestCheckOfRememberedDeadPodsAllocatesAtMostFourTimes(t *testing.T) {
 			require.Equal(t, int64(tt.pods/tt.deadEvery), deletes.Load(), "the first check force-deletes the dead pods")
 			require.LessOrEqual(t, testing.AllocsPerRun(5, check), 4.0)
 			require.Equal(t, int64(tt.pods/tt.deadEvery), deletes.Load(), "later checks find them in the Memory")
+		})
+	}
+}
+
+// A check that reports nothing takes shortcuts that a reported check does
+// not (see TestRulesAboutRunningDisruptedPodsAreStillAsked); over lists
+// longer than the blocks it reads pods in, with phases that have the
+// length of a terminal one, orphans of gone nodes whose names share their
+// ends with live ones, and nil pods anywhere, it still answers as a
+// reported check does and force-deletes the same pods, with and without
+// node evidence, and again when the pods it force-deleted are listed once
+// more and remembered.
+func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
+	const gone = "ip-10-0-9-99.ec2.internal" // same length and ends as the live ones
+	live := []*corev1.Node{newNode("node-a"), newNode("ip-10-0-1-11.ec2.internal"), newNode("ip-10-0-2-22.ec2.internal"), newNode("n")}
+	nodeNames := []string{"node-a", "ip-10-0-1-11.ec2.internal", "ip-10-0-2-22.ec2.internal", "n", gone, ""}
+	phases := []corev1.PodPhase{corev1.PodRunning, corev1.PodPending, "", "Queued", "Scheduled", corev1.PodSucceeded, corev1.PodFailed}
+	for seed := range uint64(60) {
+		r := rand.New(rand.NewPCG(seed, 14))
+		n := r.IntN(150)
+		list := make([]*corev1.Pod, 0, n)
+		for i := range n {
+			var opts []podOption
+			opts = append(opts, onNode(nodeNames[r.IntN(len(nodeNames))]))
+			if r.IntN(3) == 0 {
+				opts = append(opts, phase(phases[r.IntN(len(phases))]))
+			}
+			switch r.IntN(12) {
+			case 0:
+				opts = append(opts, deleting, disruption(health.ReasonDeletionByTaintManager))
+			case 1:
+				opts = append(opts, deleting, disruption("EvictionByEvictionAPI"))
+			case 2:
+				opts = append(opts, phase(corev1.PodFailed), disruption(string(corev1.PodReasonTerminationByKubelet)))
+			case 3:
+				opts = append(opts, disruption("PreemptionByScheduler"))
+			}
+			list = append(list, newPod(fmt.Sprintf("p%03d", i), opts...))
+		}
+		if n > 0 && r.IntN(6) == 0 {
+			list[r.IntN(n)] = nil
+		}
+		for _, evidence := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed=%d/pods=%d/evidence=%v", seed, n, evidence), func(t *testing.T) {
+				check := func(reported bool) func() (healthy bool, err error, deleted []string) {
+					var stored []*corev1.Pod
+					for _, p := range list {
+						if p != nil {
+							stored = append(stored, p)
+						}
+					}
+					pods := fake.New(fake.Options{}, stored...)
+					source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil })
+					var opts health.Options
+					if evidence {
+						opts.Nodes, opts.LiveNodes = fake.NewNodes(live...), fake.NewNodes(live...)
+					}
+					opts.Clock = clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))
+					checker, err := health.New(source, pods, opts)
+					require.NoError(t, err)
+					return func() (healthy bool, err error, deleted []string) {
+						if reported {
+							var r health.Report
+							r, err = checker.CheckReport(context.Background())
+							healthy = r.Healthy
+						} else {
+							healthy, err = checker.Check(context.Background())
+						}
+						return healthy, err, deletedNames(pods)
+					}
+				}
+				reported, quiet := check(true), check(false)
+				for round := 1; round <= 2; round++ {
+					// The second round lists the pods that the first one
+					// force-deleted again, as a lagging cache does.
+					wantHealthy, wantErr, wantDeleted := reported()
+					gotHealthy, gotErr, gotDeleted := quiet()
+					require.Equal(t, wantHealthy, gotHealthy, "round %d", round)
+					require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(gotErr), "round %d", round)
+					require.Empty(t, cmp.Diff(wantDeleted, gotDeleted), "round %d", round)
+				}
+			})
+		}
+	}
+}
+
+// Once a pod is counted alive, a quiet check without node evidence does not
+// judge the pods that the Memory remembers as force-deleted: their verdict
+// cannot change its answer. It still judges them when no pod is alive, with
+// node evidence, and in a dry run.
+func TestQuietCheckSkipsRememberedPodsOnlyWhenTheyCannotChangeTheAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		withAlive bool
+		opts      health.Options
+		wantAsked int64 // on the second check
+	}{
+		{"a pod alive", true, health.Options{}, 0},
+		{"no pod alive", false, health.Options{}, 2},
+		{"a pod alive, node evidence", true, health.Options{Nodes: fake.NewNodes(newNode("node-a")), LiveNodes: fake.NewNodes(newNode("node-a"))}, 2},
+		{"a pod alive, dry run", true, health.Options{DryRun: true}, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked atomic.Int64
+			counting := health.WithWhen(health.Rule{Name: "Counting", Classify: func(*corev1.Pod) (health.Verdict, bool) {
+				asked.Add(1)
+				return health.Verdict{}, false
+			}}, health.Deleting)
+			list := []*corev1.Pod{taintEvicted("dead-1"), taintEvicted("dead-2")}
+			if tt.withAlive {
+				list = append(list, newPod("alive"))
+			}
+			source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil }) // lags: lists the deleted pods again
+			var deletes atomic.Int64
+			deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error { deletes.Add(1); return nil })
+			opts := tt.opts
+			opts.Rules = append(health.Rules{counting}, health.DefaultRules()...)
+			opts.Clock = clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))
+			checker, err := health.New(source, deleter, opts)
+			require.NoError(t, err)
+			for n := 1; n <= 2; n++ {
+				asked.Store(0)
+				healthy, err := checker.Check(context.Background())
+				require.NoError(t, err)
+				require.Equal(t, tt.withAlive, healthy)
+				if n == 1 {
+					require.Equal(t, int64(2), asked.Load(), "pods judged by the first check")
+				}
+			}
+			require.Equal(t, tt.wantAsked, asked.Load(), "remembered pods judged by the second check")
+			wantDeletes := int64(2)
+			if tt.opts.DryRun {
+				wantDeletes = 0
+			}
+			require.Equal(t, wantDeletes, deletes.Load())
 		})
 	}
 }

@@ -42,6 +42,9 @@
 // Filter narrows any source to the pods that a function keeps, without a
 // second list.
 //
-// Implementations: package podsource/fake (in memory, for tests) and
-// package podsource/kube (client-go). Both pass both suites.
+// Implementations: package podsource/fake (in memory, for tests),
+// package podsource/kube (client-go) and package
+// podsource/controllerruntime (controller-runtime; a module of its own,
+// whose fakeapi package gives controller-runtime's fake client the API
+// server's answers that TestDeleter needs). All pass both suites.
 package podsource

@@ -42,6 +42,9 @@ type Binaries struct {
 	// Operator is the library's example operator (examples/operator),
 	// built from the root module with its own dependencies.
 	Operator string
+	// ControllerRuntime is the controller-runtime example
+	// (examples/controllerruntime), built from its own nested module.
+	ControllerRuntime string
 	// Plugin is the kubectl plugin kubectl-podhealth (cmd/kubectl-podhealth),
 	// built from its own nested module with its own dependencies.
 	Plugin string
@@ -50,7 +53,8 @@ type Binaries struct {
 }
 
 // BuildBinaries builds etcd, kube-apiserver, kube-controller-manager, the
-// example operator and the kubectl plugin into a
+// example operators (examples/operator, examples/controllerruntime) and the
+// kubectl plugin (cmd/kubectl-podhealth) into a
 // fresh directory under os.TempDir. It is meant to be called once per test
 // binary, from TestMain; the Go build cache makes every build after the first
 // one on a machine a matter of linking. The caller should call
@@ -116,6 +120,20 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 		b.Remove()
 		return Binaries{}, fmt.Errorf("harness: go build ./examples/operator in %s: %w\n%s", rootDir, err, out.String())
 	}
+	// examples/controllerruntime is a module of its own (controller-runtime
+	// stays out of the root module's graph): go builds it from its
+	// directory, with the versions its go.mod states.
+	b.ControllerRuntime = filepath.Join(dir, "podhealth-controllerruntime")
+	cmd = exec.CommandContext(ctx, goTool, "build", "-o", b.ControllerRuntime, ".")
+	cmd.Dir = filepath.Join(rootDir, "examples", "controllerruntime")
+	out.Reset()
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		b.Remove()
+		return Binaries{}, fmt.Errorf("harness: go build in %s: %w\n%s", cmd.Dir, err, out.String())
+	}
+	// cmd/kubectl-podhealth is a module of its own too.
 	b.Plugin = filepath.Join(dir, "kubectl-podhealth")
 	cmd = exec.CommandContext(ctx, goTool, "build", "-o", b.Plugin, ".")
 	cmd.Dir = filepath.Join(rootDir, "cmd", "kubectl-podhealth")
@@ -126,7 +144,7 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 		b.Remove()
 		return Binaries{}, fmt.Errorf("harness: go build in %s: %w\n%s", cmd.Dir, err, out.String())
 	}
-	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Operator, b.Plugin} {
+	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Operator, b.ControllerRuntime, b.Plugin} {
 		if _, err := os.Stat(p); err != nil {
 			b.Remove()
 			return Binaries{}, fmt.Errorf("harness: build produced no %s: %w", filepath.Base(p), err)

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// Operator is a running examples/operator process.
+// Operator is a running example controller process: examples/operator or
+// examples/controllerruntime.
 type Operator struct {
 	proc *process
 }
@@ -20,13 +21,29 @@ type Operator struct {
 // failed. It stops the test with t.Fatal if the process cannot start.
 func (cp *ControlPlane) StartOperator(t testing.TB, bins Binaries, args ...string) *Operator {
 	t.Helper()
-	if bins.Operator == "" {
-		t.Fatal("harness: no operator binary: BuildBinaries builds it")
+	return cp.startExample(t, "operator", bins.Operator, args)
+}
+
+// StartControllerRuntime runs the controller-runtime example
+// (examples/controllerruntime) against cp, as StartOperator runs
+// examples/operator: with --kubeconfig and args, its output in a log file of
+// the control plane's directory, stopped in t.Cleanup.
+func (cp *ControlPlane) StartControllerRuntime(t testing.TB, bins Binaries, args ...string) *Operator {
+	t.Helper()
+	return cp.startExample(t, "controllerruntime", bins.ControllerRuntime, args)
+}
+
+// startExample runs one of the example controllers. name names its log
+// file; several processes of one name share a log file.
+func (cp *ControlPlane) startExample(t testing.TB, name, path string, args []string) *Operator {
+	t.Helper()
+	if path == "" {
+		t.Fatalf("harness: no %s binary: BuildBinaries builds it", name)
 	}
-	logPath := filepath.Join(cp.dir, "operator.log")
+	logPath := filepath.Join(cp.dir, name+".log")
 	p := &process{
-		name:    "operator",
-		path:    bins.Operator,
+		name:    name,
+		path:    path,
 		args:    append([]string{"--kubeconfig=" + cp.kubeconfig}, args...),
 		logPath: logPath,
 	}
@@ -37,7 +54,7 @@ func (cp *ControlPlane) StartOperator(t testing.TB, bins Binaries, args ...strin
 	t.Cleanup(func() {
 		op.Stop()
 		if t.Failed() {
-			t.Logf("---- last %d lines of operator output (%s) ----\n%s", cp.opts.LogTailLines, logPath, p.tail(cp.opts.LogTailLines))
+			t.Logf("---- last %d lines of %s output (%s) ----\n%s", cp.opts.LogTailLines, name, logPath, p.tail(cp.opts.LogTailLines))
 		}
 	})
 	return op

@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource/kube"
+	"github.com/podhealth/podhealth/replacements"
 )
 
 // WorkloadLabel is the label key that ties a pod to its workload: the pods
@@ -33,12 +33,6 @@ const WorkloadLabel = "podhealth.example/workload"
 // ReasonCreatedReplacement is the reason of the Normal event recorded on
 // each replacement pod the controller creates.
 const ReasonCreatedReplacement = "CreatedReplacementPod"
-
-// defaultExpectationTimeout bounds how long the controller waits for its
-// informer to show a replacement it created before it stops waiting and may
-// create another one. It matches the timeout of the expectations of the
-// Kubernetes controllers.
-const defaultExpectationTimeout = 5 * time.Minute
 
 // config is what the flags set.
 type config struct {
@@ -56,7 +50,7 @@ type config struct {
 	// zero means no limit.
 	MaxForceDeletesPerMinute int
 	// Clock is the clock of the checkers, the queue's delays and the
-	// expectations; nil means the real clock.
+	// replacements tracker; nil means the real clock.
 	Clock clock.WithTicker
 }
 
@@ -104,7 +98,9 @@ type controller struct {
 	// deadPods enqueues a workload as soon as one of its pods dies, judged
 	// by the same rules and evidence as the workloads' checkers.
 	deadPods cache.ResourceEventHandler
-	expect   *expectations
+	// expect remembers the replacements created until the lister shows
+	// them (for up to replacements.DefaultTTL).
+	expect *replacements.Tracker
 }
 
 // newController builds a controller over lister, which must list the pods
@@ -144,7 +140,7 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "podhealth-workloads", Clock: cfg.Clock},
 		),
 		checkers: make(map[string]*health.Checker, len(cfg.Workloads)),
-		expect:   newExpectations(defaultExpectationTimeout, cfg.Clock.Now),
+		expect:   replacements.New(replacements.Options{Clock: cfg.Clock}),
 	}
 	memory := health.NewMemory(health.MemoryOptions{})
 	for _, w := range cfg.Workloads {
@@ -224,7 +220,6 @@ func (c *controller) eventHandlers() []cache.ResourceEventHandler {
 					return
 				}
 				if w, ok := c.workloadOf(pod); ok {
-					c.expect.observed(w, pod.Name)
 					c.queue.Add(w)
 				}
 			},
@@ -386,15 +381,6 @@ func (c *controller) sync(ctx context.Context, w string) error {
 		return nil // not ours
 	}
 	log := c.log.WithValues("workload", w)
-	// Expectations first, as Kubernetes' own controllers do: a check that
-	// ran before the cache showed our replacement, and an expectation read
-	// after, would see no live pod and no pending replacement, and create a
-	// second one.
-	if name, wait, ok := c.expect.pending(w, c.lister, c.cfg.Namespace); ok {
-		log.Info("the replacement created earlier is not in the cache yet; waiting for it before checking again", "pod", name)
-		c.queue.AddAfter(w, wait)
-		return nil
-	}
 	report, err := checker.CheckReport(ctx)
 	if err != nil {
 		return fmt.Errorf("checking workload %s: %w", w, err)
@@ -404,7 +390,16 @@ func (c *controller) sync(ctx context.Context, w string) error {
 		// it allows another delete.
 		c.queue.AddAfter(w, report.RetryAfter)
 	}
+	// Asked after every check, with the pods of the check's own list: a
+	// replacement is forgotten once listed, and a cache that catches up
+	// after the list cannot confirm one the check did not count.
+	pending := c.expect.PendingReport(w, report)
 	if report.Healthy {
+		return nil
+	}
+	if pending > 0 {
+		log.Info("the replacement created earlier is not in the cache yet; waiting for it before checking again", "pending", pending)
+		c.queue.AddAfter(w, c.expect.Wait(w))
 		return nil
 	}
 	if c.cfg.DryRun {
@@ -415,7 +410,7 @@ func (c *controller) sync(ctx context.Context, w string) error {
 	if err != nil {
 		return fmt.Errorf("creating replacement pod for workload %s: %w", w, err)
 	}
-	c.expect.expect(w, pod.Name)
+	c.expect.Created(w, pod)
 	log.Info("created replacement pod", "namespace", pod.Namespace, "name", pod.Name, "uid", string(pod.UID))
 	c.recorder.Eventf(kube.PodReference(pod), corev1.EventTypeNormal, ReasonCreatedReplacement,
 		"Created replacement pod %s/%s for workload %s, which had no live pod", pod.Namespace, pod.Name, w)
@@ -441,66 +436,4 @@ func (c *controller) replacement(w string) *corev1.Pod {
 			},
 		},
 	}
-}
-
-// expectations remember, per workload, the replacement pod the controller
-// created until its informer shows it, so that a lagging cache does not
-// make it create a second one. An expectation ends when the pod is seen,
-// or after a timeout, so that a pod the cache never shows (deleted at once)
-// does not block the workload for ever. Safe for concurrent use.
-type expectations struct {
-	timeout time.Duration
-	now     func() time.Time
-
-	mu      sync.Mutex
-	created map[string]expectation // by workload
-}
-
-type expectation struct {
-	name string
-	at   time.Time
-}
-
-func newExpectations(timeout time.Duration, now func() time.Time) *expectations {
-	return &expectations{timeout: timeout, now: now, created: map[string]expectation{}}
-}
-
-// expect records that pod name was created for workload w.
-func (e *expectations) expect(w, name string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.created[w] = expectation{name: name, at: e.now()}
-}
-
-// observed ends the expectation of workload w if it is for pod name.
-func (e *expectations) observed(w, name string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if x, ok := e.created[w]; ok && x.name == name {
-		delete(e.created, w)
-	}
-}
-
-// pending reports whether workload w still waits for the pod it created to
-// show up in lister, with the pod's name and how long until the wait times
-// out. A pod found in lister ends the wait.
-func (e *expectations) pending(w string, lister corelisters.PodLister, namespace string) (name string, wait time.Duration, ok bool) {
-	e.mu.Lock()
-	x, ok := e.created[w]
-	e.mu.Unlock()
-	if !ok {
-		return "", 0, false
-	}
-	if _, err := lister.Pods(namespace).Get(x.name); err == nil {
-		e.observed(w, x.name)
-		return "", 0, false
-	} else if !apierrors.IsNotFound(err) {
-		return x.name, time.Second, true // cannot tell; wait a little
-	}
-	left := x.at.Add(e.timeout).Sub(e.now())
-	if left <= 0 {
-		e.observed(w, x.name)
-		return "", 0, false
-	}
-	return x.name, left, true
 }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/podsource/kube"
+	"github.com/podhealth/podhealth/replacements"
 )
 
 // fixture loads a pod captured from a real control plane and makes it a
@@ -158,23 +159,48 @@ func TestSyncWithLaggingCacheDoesNotCreateASecondReplacement(t *testing.T) {
 	}
 	require.NoError(t, c.sync(ctx, "registry"))
 	require.Len(t, podActions(client, "create"), 1, "a replacement was created while one is alive")
-	_, _, waiting := c.expect.pending("registry", lister, "default")
-	require.False(t, waiting, "the expectation did not end when the replacement was seen")
+	require.Zero(t, c.expect.Pending("registry", nil), "the replacement was still remembered after a check listed it")
+}
+
+// TestSyncReplacesAReplacementThatWasListedAndThenWentAway: once a check
+// lists the replacement, the tracker forgets it, so that when that pod goes
+// away too the next sync replaces it at once instead of waiting for the
+// tracker's TTL.
+func TestSyncReplacesAReplacementThatWasListedAndThenWentAway(t *testing.T) {
+	client := newFakeClient()
+	lister, idx := staleLister(t)
+	c := newTestController(t, testConfig(), client, lister, logr.Discard())
+	ctx := context.Background()
+
+	require.NoError(t, c.sync(ctx, "registry"))
+	require.Len(t, podActions(client, "create"), 1)
+	created, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, created.Items, 1)
+	replacement := created.Items[0].DeepCopy()
+	replacement.Status.Phase = corev1.PodRunning
+	require.NoError(t, idx.Add(replacement))
+	require.NoError(t, c.sync(ctx, "registry")) // healthy: the tracker sees it listed
+	require.Len(t, podActions(client, "create"), 1, "created while the replacement is alive")
+
+	require.NoError(t, idx.Delete(replacement)) // it went away as well
+	require.NoError(t, c.sync(ctx, "registry"))
+	require.Len(t, podActions(client, "create"), 2, "the replacement that went away was not replaced at once")
 }
 
 func TestSyncCreatesAgainWhenTheReplacementNeverShowsUp(t *testing.T) {
 	client := newFakeClient()
 	lister, _ := staleLister(t)
 	c := newTestController(t, testConfig(), client, lister, logr.Discard())
-	now := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
-	c.expect = newExpectations(time.Minute, func() time.Time { return now })
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC))
+	c.expect = replacements.New(replacements.Options{Clock: clk, TTL: time.Minute})
 	ctx := context.Background()
 
 	require.NoError(t, c.sync(ctx, "registry"))
-	now = now.Add(59 * time.Second)
+	clk.SetTime(clk.Now().Add(59 * time.Second))
 	require.NoError(t, c.sync(ctx, "registry"))
 	require.Len(t, podActions(client, "create"), 1, "created again before the expectation timed out")
-	now = now.Add(time.Second)
+	clk.SetTime(clk.Now().Add(time.Second))
 	require.NoError(t, c.sync(ctx, "registry"))
 	require.Len(t, podActions(client, "create"), 2, "still waiting after the expectation timed out")
 }

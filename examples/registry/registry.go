@@ -162,6 +162,7 @@ func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, memo
 	return &Reconciler{client: client, pods: pods, memory: memory, log: log, nodes: nodes}, nil
 }
 
+// readme:begin registry
 // checker returns the Checker of source's current registry pods.
 func (r *Reconciler) checker(source CatalogSource) (*health.Checker, error) {
 	selector := source.Selector()
@@ -192,6 +193,8 @@ func (r *Reconciler) checker(source CatalogSource) (*health.Checker, error) {
 	}
 	return health.New(current, deleter, opts)
 }
+
+// readme:end registry
 
 // CheckRegistryServer reports whether a registry pod of source's current
 // spec is alive. On the way it force-deletes the current pods that died

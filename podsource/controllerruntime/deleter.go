@@ -1,0 +1,107 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/kube"
+)
+
+var _ health.Deleter = (*Deleter)(nil)
+
+// Deleter force-deletes pods through a client.Writer, typically
+// mgr.GetClient(): one DELETE per pod with a grace period of 0 and a
+// precondition on the pod's UID, so that a newer pod that took the same
+// name is never hit.
+//
+// Like podsource/kube's Deleter, it is bound to one namespace and a label
+// selector (or, when asked, to the whole namespace with
+// kube.WholeNamespace()), and refuses without sending anything a pod
+// outside that scope (*kube.OutOfScopeError) and a pod without a name or a
+// UID (health.ErrUnidentifiedPod).
+//
+// A Deleter is safe for concurrent use when its writer is, as the manager's
+// client is.
+type Deleter struct {
+	writer    client.Writer
+	namespace string
+	selector  labels.Selector
+}
+
+// NewDeleter returns a Deleter that sends its DELETE requests through
+// writer and only deletes pods of namespace that match selector. Both are
+// required and refused as NewPodSource refuses them (kube.ValidateScope).
+func NewDeleter(writer client.Writer, namespace string, selector labels.Selector) (*Deleter, error) {
+	if isNil(writer) {
+		return nil, errors.New("controllerruntime: NewDeleter: nil client.Writer")
+	}
+	if err := kube.ValidateScope(namespace, selector); err != nil {
+		return nil, fmt.Errorf("controllerruntime: NewDeleter: %w", err)
+	}
+	return &Deleter{writer: writer, namespace: namespace, selector: selector}, nil
+}
+
+// ForceDelete deletes pod with a grace period of 0 and a UID precondition,
+// and returns the API server's answer wrapped, so that errors.Is,
+// errors.As and apierrors.IsXxx still reach it: nil when the pod was
+// deleted, NotFound when it was gone already, Conflict when a newer pod
+// holds its name.
+//
+// A nil pod, a pod outside the Deleter's scope and a pod without a name or
+// a UID are refused with an error and no request; so is any pod when ctx
+// is done. ForceDelete never changes pod: it deletes a new object that
+// carries only the pod's namespace and name.
+func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
+	if pod == nil {
+		return errors.New("controllerruntime: force delete: nil pod")
+	}
+	if d.writer == nil || d.selector == nil {
+		return errors.New("controllerruntime: force delete: Deleter not built by NewDeleter")
+	}
+	if err := d.InScope(pod); err != nil {
+		return err
+	}
+	if pod.Name == "" || pod.UID == "" {
+		return fmt.Errorf("controllerruntime: force delete of pod %s/%s: %w", pod.Namespace, pod.Name, health.ErrUnidentifiedPod)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("controllerruntime: force delete of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	// A fresh object: the client writes the server's answer into the
+	// object it is given, and pod may be a cache's own.
+	target := &corev1.Pod{}
+	target.Namespace, target.Name = pod.Namespace, pod.Name
+	if err := d.writer.Delete(ctx, target, deleteOptions(pod)); err != nil {
+		return fmt.Errorf("controllerruntime: DELETE pod %s/%s with grace period 0 and UID precondition: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// InScope returns nil when pod is in the Deleter's scope (its namespace
+// and its label selector), else a *kube.OutOfScopeError.
+func (d *Deleter) InScope(pod *corev1.Pod) error {
+	if pod.Namespace != d.namespace {
+		return &kube.OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, Reason: fmt.Sprintf("namespace %q is not %q", pod.Namespace, d.namespace)}
+	}
+	if d.selector == nil {
+		return &kube.OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, Reason: "the Deleter has no label selector (not built by NewDeleter)"}
+	}
+	if !d.selector.Matches(labels.Set(pod.Labels)) {
+		return &kube.OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, ScopeSelector: d.selector.String(), Reason: fmt.Sprintf("labels do not match selector %q", d.selector.String())}
+	}
+	return nil
+}
+
+// deleteOptions returns the options of the force delete of pod: those of
+// kube.DeleteOptions (grace period 0, UID precondition), in the fields that
+// controller-runtime sends (it overwrites the same fields of Raw).
+func deleteOptions(pod *corev1.Pod) *client.DeleteOptions {
+	raw := kube.DeleteOptions(string(pod.UID))
+	return &client.DeleteOptions{GracePeriodSeconds: raw.GracePeriodSeconds, Preconditions: raw.Preconditions}
+}

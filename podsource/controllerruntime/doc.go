@@ -1,0 +1,63 @@
+// Package controllerruntime binds package health to controller-runtime
+// (sigs.k8s.io/controller-runtime), for operators built with kubebuilder or
+// operator-sdk. It lives in a module of its own, so that users of the root
+// module never get controller-runtime in their module graph.
+//
+// It provides:
+//   - PodSource, a health.PodSource over a client.Reader (the manager's
+//     cache): a check sends no request. The cache ignores the context of a
+//     read, so ListPods checks it first;
+//   - Deleter, a health.Deleter over a client.Writer that sends DELETE with
+//     a grace period of 0 and a UID precondition, and refuses pods outside
+//     its namespace and label selector without sending anything;
+//   - Nodes and Claims, the node and claim evidence of health.Options,
+//     read from the manager's cache, with Nodes over mgr.GetAPIReader() as
+//     the live read that confirms that a node is gone;
+//   - EventObserver, a health.Observer that records events through
+//     controller-runtime's current recorder API (mgr.GetEventRecorder, the
+//     events.k8s.io/v1 recorder), with podsource/kube's reasons;
+//   - DeadPodPredicate, a predicate that lets a pod event through when the
+//     pod becomes dead by a Checker's own rules, so that its owner is
+//     reconciled at once;
+//   - PolicyRules, EvidencePolicyRules and kubebuilder RBAC markers (in
+//     rbac.go) for what all of the above send;
+//   - NewChecker, which builds all of the above from a manager, a namespace
+//     and a selector, so that a reconciler's glue stays short.
+//
+// In a reconciler (examples/controllerruntime in full):
+//
+//	checker, err := controllerruntime.NewChecker(mgr, req.Namespace, selector, controllerruntime.Options{
+//		Health:      health.Options{Memory: memory, Logger: log.FromContext(ctx)},
+//		EventObject: &owner,
+//	})
+//	report, err := checker.CheckReport(ctx) // (false, nil): create a replacement
+//
+// Every namespace and selector is checked as podsource/kube checks them
+// (kube.ValidateScope): a selector of every pod (nil, labels.Everything(),
+// labels.Nothing(), any empty selector) is refused, and
+// kube.WholeNamespace() selects a whole namespace on purpose. Errors of the
+// scope guard are podsource/kube's (*kube.OutOfScopeError), and so are the
+// delete options (kube.DeleteOptions) and the event reasons.
+//
+// examples/controllerruntime is a complete manager and reconciler built on
+// this package and on package replacements.
+//
+// # Testing with controller-runtime's fake client
+//
+// controller-runtime's fake client (pkg/client/fake) ignores UID
+// preconditions, so a deleter that forgets them passes a test on it, and it
+// refuses to be seeded with a pod that has a deletionTimestamp and no
+// finalizers: the very pod that died with its node. It also removes a pod
+// at once on a graceful delete, where an API server leaves a pod on a lost
+// node Terminating for ever. Tests on the bare fake client therefore prove
+// little about force deletes. Package fakeapi wraps it with interceptors
+// (pkg/client/interceptor) that answer as an API server does, with the API
+// server's own errors: this module's tests, and the example's, run on it.
+//
+// # Concurrency
+//
+// PodSource, Deleter, Nodes, Claims and EventObserver are safe for
+// concurrent use when the client or recorder under them is, as the
+// manager's are. The predicate of DeadPodPredicate is safe for concurrent
+// use.
+package controllerruntime

@@ -1,0 +1,114 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/kube"
+)
+
+var _ health.Observer = (*EventObserver)(nil)
+
+// maxNoteLength is the longest note the API server accepts in an
+// events.k8s.io/v1 Event; longer messages are cut and end in truncated.
+const (
+	maxNoteLength = 1024
+	truncated     = "..."
+)
+
+// Actions of the events an EventObserver records (the events.k8s.io/v1
+// field action: what the controller did, or would do, to the pod). The
+// reasons are podsource/kube's: kube.ReasonForceDeleted,
+// kube.ReasonForceDeleteFailed, kube.ReasonWouldForceDelete and
+// kube.ReasonHeldBack.
+const (
+	ActionForceDelete = "ForceDelete"
+	ActionHoldBack    = "HoldBack"
+)
+
+// EventObserverOptions configure an EventObserver. The zero value records
+// each event regarding the pod it is about.
+type EventObserverOptions struct {
+	// Object, when not nil, is the object every event regards, for
+	// example the custom resource that owns the workload; the pod is then
+	// the event's related object. It must be an object the recorder can
+	// reference (its kind is in the recorder's scheme, or it is a
+	// *corev1.ObjectReference). Nil means the pod.
+	Object runtime.Object
+}
+
+// EventObserver is a health.Observer that records a Kubernetes event
+// through controller-runtime's current recorder API, the events.k8s.io/v1
+// recorder that mgr.GetEventRecorder(name) returns (the
+// record.EventRecorder of mgr.GetEventRecorderFor is deprecated). It
+// records what podsource/kube's EventObserver records, with the same
+// reasons: each force delete that a Checker sends (or would send, in a dry
+// run), each one that failed, and each dead pod it holds back. Other
+// outcomes record nothing.
+//
+// The recorder is given a *corev1.ObjectReference built from the pod,
+// never the pod itself, so a pod from a cache is not touched.
+//
+// An EventObserver is safe for concurrent use when its recorder is, as
+// controller-runtime's recorders are.
+type EventObserver struct {
+	recorder events.EventRecorder
+	object   runtime.Object
+}
+
+// NewEventObserver returns an EventObserver that records through recorder,
+// typically mgr.GetEventRecorder("my-operator").
+func NewEventObserver(recorder events.EventRecorder, opts EventObserverOptions) (*EventObserver, error) {
+	if isNil(recorder) {
+		return nil, errors.New("controllerruntime: NewEventObserver: nil events.EventRecorder")
+	}
+	return &EventObserver{recorder: recorder, object: opts.Object}, nil
+}
+
+// Observe records the event for one pod's report, when its outcome is one
+// that calls for it, and nothing otherwise: a Checker calls it for every
+// pod of every check. It does not change r.Pod.
+func (o *EventObserver) Observe(_ context.Context, r health.PodReport) {
+	if r.Pod == nil {
+		return
+	}
+	var reason, action, msg string
+	switch r.Outcome {
+	case health.ForceDeleted, health.WasAlreadyGone, health.NameReused:
+		reason, action, msg = kube.ReasonForceDeleted, ActionForceDelete, "Force-deleted dead pod"
+	case health.DeleteFailed:
+		reason, action, msg = kube.ReasonForceDeleteFailed, ActionForceDelete, "Failed to force-delete dead pod"
+	case health.WouldForceDelete:
+		reason, action, msg = kube.ReasonWouldForceDelete, ActionForceDelete, "Would force-delete dead pod (dry run)"
+	case health.HeldBack:
+		reason, action = kube.ReasonHeldBack, ActionHoldBack
+	default:
+		return
+	}
+	if r.Outcome == health.HeldBack {
+		msg = fmt.Sprintf("Dead pod %s/%s (uid %s) on node %q not force-deleted: %s; rule %s: %s",
+			r.Pod.Namespace, r.Pod.Name, r.Pod.UID, r.Pod.Spec.NodeName, r.HeldBack, r.Verdict.Rule, r.Verdict.Reason)
+	} else {
+		msg = fmt.Sprintf("%s %s/%s (uid %s) on node %q: rule %s: %s; outcome %s",
+			msg, r.Pod.Namespace, r.Pod.Name, r.Pod.UID, r.Pod.Spec.NodeName, r.Verdict.Rule, r.Verdict.Reason, r.Outcome)
+		if r.Err != nil {
+			msg += ": " + r.Err.Error()
+		}
+	}
+	if len(msg) > maxNoteLength {
+		msg = msg[:maxNoteLength-len(truncated)] + truncated
+	}
+	regarding, related := runtime.Object(kube.PodReference(r.Pod)), runtime.Object(nil)
+	if o.object != nil {
+		regarding, related = o.object, regarding
+	}
+	// The note is a format: the message goes in as an argument, never as
+	// the format itself.
+	o.recorder.Eventf(regarding, related, corev1.EventTypeWarning, reason, action, "%s", msg)
+}

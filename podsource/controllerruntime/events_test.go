@@ -1,0 +1,83 @@
+package controllerruntime_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/testutil"
+	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
+	"github.com/podhealth/podhealth/podsource/kube"
+)
+
+func TestEventObserverRecordsWhatKubesObserverRecords(t *testing.T) {
+	pod := loadPod(t, testutil.PodTaintEvicted)
+	verdict := health.Verdict{State: health.Dead, Rule: "TaintEvicted", Reason: "node lost"}
+	tests := []struct {
+		outcome    health.Outcome
+		heldBack   string
+		err        error
+		wantReason string // empty: nothing recorded
+		wantAction string
+		wantInNote string
+	}{
+		{outcome: health.ForceDeleted, wantReason: kube.ReasonForceDeleted, wantAction: crh.ActionForceDelete, wantInNote: "Force-deleted dead pod default/taint-evicted"},
+		{outcome: health.WasAlreadyGone, wantReason: kube.ReasonForceDeleted, wantAction: crh.ActionForceDelete, wantInNote: "outcome WasAlreadyGone"},
+		{outcome: health.NameReused, wantReason: kube.ReasonForceDeleted, wantAction: crh.ActionForceDelete, wantInNote: "outcome NameReused"},
+		{outcome: health.DeleteFailed, err: errors.New("boom"), wantReason: kube.ReasonForceDeleteFailed, wantAction: crh.ActionForceDelete, wantInNote: ": boom"},
+		{outcome: health.WouldForceDelete, wantReason: kube.ReasonWouldForceDelete, wantAction: crh.ActionForceDelete, wantInNote: "(dry run)"},
+		{outcome: health.HeldBack, heldBack: "budget exhausted", wantReason: kube.ReasonHeldBack, wantAction: crh.ActionHoldBack, wantInNote: "not force-deleted: budget exhausted"},
+		{outcome: health.NoAction},
+		{outcome: health.NotAttempted},
+		{outcome: health.DeletedEarlier},
+		{outcome: health.BlockedByFinalizers},
+	}
+	for _, tc := range tests {
+		t.Run(tc.outcome.String(), func(t *testing.T) {
+			rec := &recordingRecorder{}
+			o, err := crh.NewEventObserver(rec, crh.EventObserverOptions{})
+			require.NoError(t, err)
+			arg := pod.DeepCopy()
+			o.Observe(context.Background(), health.PodReport{Pod: arg, Verdict: verdict, Outcome: tc.outcome, HeldBack: tc.heldBack, Err: tc.err})
+			require.Empty(t, cmp.Diff(pod, arg), "Observe changed the pod")
+			events := rec.recorded()
+			if tc.wantReason == "" {
+				require.Empty(t, events)
+				return
+			}
+			require.Len(t, events, 1)
+			e := events[0]
+			require.Equal(t, corev1.EventTypeWarning, e.Type)
+			require.Equal(t, tc.wantReason, e.Reason)
+			require.Equal(t, tc.wantAction, e.Action)
+			require.Contains(t, e.Note, tc.wantInNote)
+			require.Equal(t, kube.PodReference(pod), e.Regarding, "the event regards a reference to the pod, never the pod")
+			require.Nil(t, e.Related)
+		})
+	}
+}
+
+func TestEventObserverKeepsNotesWithinTheAPILimitAndNeverFormatsThem(t *testing.T) {
+	rec := &recordingRecorder{}
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "registry"}}
+	o, err := crh.NewEventObserver(rec, crh.EventObserverOptions{Object: owner})
+	require.NoError(t, err)
+	pod := loadPod(t, testutil.PodTaintEvicted)
+	long := errors.New("%s %d %!" + strings.Repeat("x", 2000))
+	o.Observe(context.Background(), health.PodReport{Pod: pod, Outcome: health.DeleteFailed, Err: long})
+	o.Observe(context.Background(), health.PodReport{Pod: nil, Outcome: health.ForceDeleted})
+	events := rec.recorded()
+	require.Len(t, events, 1, "a report without a pod records nothing")
+	require.LessOrEqual(t, len(events[0].Note), 1024)
+	require.True(t, strings.HasSuffix(events[0].Note, "..."))
+	require.Contains(t, events[0].Note, "%s %d %!", "the message was used as a format")
+	require.Same(t, owner, events[0].Regarding)
+	require.Equal(t, kube.PodReference(pod), events[0].Related)
+}

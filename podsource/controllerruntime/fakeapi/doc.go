@@ -1,0 +1,42 @@
+// Package fakeapi wraps controller-runtime's fake client so that it answers
+// as an API server does where podhealth's behaviour depends on it.
+// controller-runtime's fake client (sigs.k8s.io/controller-runtime/pkg/client/fake)
+// on its own:
+//
+//   - ignores UID preconditions: a force delete of a pod whose name a newer
+//     pod has taken deletes the newer pod, where an API server answers 409
+//     Conflict;
+//   - refuses to be seeded with an object that has a deletionTimestamp and
+//     no finalizers, which is exactly the pod that died with its node (the
+//     taint-eviction controller deleted it gracefully, and no kubelet will
+//     ever confirm it);
+//   - removes a pod at once on a graceful delete, where an API server only
+//     marks a pod bound to a node for deletion and waits for its kubelet;
+//   - leaves a created object without a UID.
+//
+// A test on the bare fake client can therefore pass with a deleter that
+// sends no UID precondition or a graceful delete. NewClient's client
+// fixes all four with interceptors (package
+// sigs.k8s.io/controller-runtime/pkg/client/interceptor) that return the
+// API server's own errors (k8s.io/apimachinery/pkg/api/errors):
+//
+//   - a delete whose UID precondition does not match the stored object is
+//     refused with a Conflict and changes nothing;
+//   - an object may be seeded with a deletionTimestamp and no finalizers:
+//     the client keeps it with a finalizer of its own (Finalizer) that Get
+//     and List never show;
+//   - a delete of a pod bound to a node, with a grace period other than 0,
+//     only sets its deletionTimestamp: the pod stays, Terminating, as on a
+//     lost node; a delete with a grace period of 0 (or of a pod not bound
+//     to a node) removes it, unless it has finalizers of its own;
+//   - a create sets a random UID and the creation timestamp when the object
+//     has none.
+//
+// What it does not do: the deletionTimestamp of a graceful delete is the
+// time of the delete, not that time plus the grace period, and
+// deletionGracePeriodSeconds is not set; watches (client.WithWatch) show
+// the hidden finalizer. Wrap the client again with interceptor.NewClient to
+// inject faults of your own.
+//
+// The client is safe for concurrent use; its deletes are serialized.
+package fakeapi

@@ -1,0 +1,181 @@
+package fakeapi
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// Finalizer is the finalizer the client keeps, hidden, on an object that
+// has a deletionTimestamp and no finalizer of its own, so that the fake
+// client stores it. Get and List remove it from what they return.
+const Finalizer = "fakeapi.podhealth.io/no-kubelet"
+
+// defaultGracePeriod is a pod's terminationGracePeriodSeconds when its spec
+// has none, as the API server defaults it.
+const defaultGracePeriod = 30
+
+// NewClient returns a fake client, over client-go's scheme, that holds
+// objs (copied, never changed) and answers deletes, creates and reads as
+// the package documentation says. It returns an error when the fake client
+// refuses an object.
+func NewClient(objs ...client.Object) (client.WithWatch, error) {
+	seeded := make([]client.Object, 0, len(objs))
+	for i, o := range objs {
+		if o == nil {
+			return nil, fmt.Errorf("fakeapi: object %d is nil", i)
+		}
+		o = o.DeepCopyObject().(client.Object)
+		if o.GetDeletionTimestamp() != nil && len(o.GetFinalizers()) == 0 {
+			o.SetFinalizers([]string{Finalizer})
+		}
+		seeded = append(seeded, o)
+	}
+	var built client.WithWatch
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("fakeapi: the fake client refused the objects: %v", r)
+			}
+		}()
+		built = fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(seeded...).Build()
+	}()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{}
+	return interceptor.NewClient(built, interceptor.Funcs{
+		Get:    s.get,
+		List:   s.list,
+		Create: s.create,
+		Delete: s.delete,
+	}), nil
+}
+
+type server struct {
+	mu sync.Mutex // serializes deletes: each reads, then writes
+}
+
+func (s *server) get(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	hide(obj)
+	return nil
+}
+
+func (s *server) list(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	return meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(metav1.Object); ok {
+			hide(obj)
+		}
+		return nil
+	})
+}
+
+func (s *server) create(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+	if obj.GetUID() == "" {
+		obj.SetUID(uuid.NewUUID())
+	}
+	if ts := obj.GetCreationTimestamp(); ts.IsZero() {
+		obj.SetCreationTimestamp(metav1.Now())
+	}
+	return c.Create(ctx, obj, opts...)
+}
+
+func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	do := (&client.DeleteOptions{}).ApplyOptions(opts)
+	current, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return c.Delete(ctx, obj, opts...)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+		return err
+	}
+	if do.Preconditions != nil && do.Preconditions.UID != nil && *do.Preconditions.UID != current.GetUID() {
+		gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+		if err != nil {
+			return err
+		}
+		// The API server's own answer, word for word: its storage names
+		// the kind where NewConflict expects a resource.
+		return apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, obj.GetName(),
+			fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). "+
+				"The object might have been deleted and then recreated", *do.Preconditions.UID, current.GetUID()))
+	}
+	pod, isPod := current.(*corev1.Pod)
+	if !isPod {
+		return c.Delete(ctx, obj, opts...)
+	}
+	own := ownFinalizers(pod)
+	grace := int64(defaultGracePeriod)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if do.GracePeriodSeconds != nil {
+		grace = *do.GracePeriodSeconds
+	}
+	if pod.DeletionTimestamp != nil {
+		// Already Terminating: a delete with grace 0 finishes it, unless
+		// finalizers of its own hold it; any other delete changes nothing.
+		if grace == 0 && len(own) == 0 && len(own) != len(pod.Finalizers) {
+			pod.Finalizers = nil
+			return c.Update(ctx, pod) // the fake removes it: deletionTimestamp and no finalizers
+		}
+		return nil
+	}
+	if grace != 0 && pod.Spec.NodeName != "" {
+		// A graceful delete of a pod on a node waits for its kubelet,
+		// which, on a lost node, never answers.
+		pod.Finalizers = append(pod.Finalizers, Finalizer)
+		if err := c.Update(ctx, pod); err != nil {
+			return err
+		}
+	}
+	return c.Delete(ctx, pod)
+}
+
+// hide removes Finalizer from obj's finalizers.
+func hide(obj metav1.Object) {
+	fs := obj.GetFinalizers()
+	for i, f := range fs {
+		if f == Finalizer {
+			rest := append(append([]string(nil), fs[:i]...), fs[i+1:]...)
+			if len(rest) == 0 {
+				rest = nil
+			}
+			obj.SetFinalizers(rest)
+			return
+		}
+	}
+}
+
+// ownFinalizers returns pod's finalizers other than Finalizer.
+func ownFinalizers(pod *corev1.Pod) []string {
+	var out []string
+	for _, f := range pod.Finalizers {
+		if f != Finalizer {
+			out = append(out, f)
+		}
+	}
+	return out
+}
