@@ -363,7 +363,7 @@ func TestFigures(t *testing.T) {
 	if t.Failed() {
 		return // keep the last good figures
 	}
-	if err := os.WriteFile(figFiguresFile, []byte(doc), 0o644); err != nil {
+	if err := figWriteDocument(figFiguresFile, doc); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s", figFiguresFile)

@@ -1,7 +1,9 @@
 // Package testutil holds the helpers that this module's tests share: the
 // fixtures captured from a real control plane (testdata/real-cluster at the
 // root of the module) and informers started over client-go's fake
-// clientset. It is internal: only this module's packages can import it.
+// clientset. It is internal: only packages under github.com/podhealth/podhealth
+// can import it (this module's, and the tests of nested modules such as
+// cmd/kubectl-podhealth).
 package testutil
 
 import (
