@@ -26,13 +26,14 @@ type Options struct {
 
 // Tracker remembers, per workload, the pods an operator created until a
 // list of the workload's pods contains them or they expire. The zero value
-// is not usable: build one with New. A Tracker is safe for concurrent use.
+// is ready to use, as New(Options{}). A Tracker is safe for concurrent use;
+// it must not be copied after first use.
 type Tracker struct {
-	clock clock.PassiveClock
-	ttl   time.Duration
+	clock clock.PassiveClock // nil: the real clock
+	ttl   time.Duration      // zero: DefaultTTL
 
 	mu      sync.Mutex
-	created map[string][]expectation // by workload; never an empty slice
+	created map[string][]expectation // by workload; never an empty slice; nil until the first Created
 }
 
 // expectation is one created pod that no list has contained yet.
@@ -55,13 +56,25 @@ func (e expectation) matches(pod *corev1.Pod) bool {
 
 // New returns a Tracker that remembers nothing yet.
 func New(opts Options) *Tracker {
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
+	if opts.TTL < 0 {
+		opts.TTL = 0
 	}
-	if opts.TTL <= 0 {
-		opts.TTL = DefaultTTL
+	return &Tracker{clock: opts.Clock, ttl: opts.TTL}
+}
+
+func (t *Tracker) now() time.Time {
+	if t.clock == nil {
+		return time.Now()
 	}
-	return &Tracker{clock: opts.Clock, ttl: opts.TTL, created: map[string][]expectation{}}
+	return t.clock.Now()
+}
+
+// expiry returns when an expectation created at expires.
+func (t *Tracker) expiry(at time.Time) time.Time {
+	if t.ttl == 0 {
+		return at.Add(DefaultTTL)
+	}
+	return at.Add(t.ttl)
 }
 
 // Created records that pod was created for workload. Call it after each
@@ -74,9 +87,12 @@ func (t *Tracker) Created(workload string, pod *corev1.Pod) {
 	if pod != nil {
 		e = expectation{uid: pod.UID, namespace: pod.Namespace, name: pod.Name}
 	}
-	e.at = t.clock.Now()
+	e.at = t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.created == nil {
+		t.created = map[string][]expectation{}
+	}
 	if e.uid != "" {
 		for _, x := range t.created[workload] {
 			if x.uid == e.uid {
@@ -103,7 +119,7 @@ func (t *Tracker) PendingReport(workload string, report health.Report) int {
 }
 
 func (t *Tracker) pending(workload string, n int, pod func(int) *corev1.Pod) int {
-	now := t.clock.Now()
+	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	remembered, ok := t.created[workload]
@@ -112,7 +128,7 @@ func (t *Tracker) pending(workload string, n int, pod func(int) *corev1.Pod) int
 	}
 	kept := remembered[:0]
 	for _, e := range remembered {
-		if !now.Before(e.at.Add(t.ttl)) || listedIn(e, n, pod) {
+		if !now.Before(t.expiry(e.at)) || listedIn(e, n, pod) {
 			continue
 		}
 		kept = append(kept, e)
@@ -141,12 +157,12 @@ func listedIn(e expectation, n int, pod func(int) *corev1.Pod) bool {
 // watch event, a pod deleted at once). Zero when nothing is remembered or
 // has already expired. Wait forgets nothing.
 func (t *Tracker) Wait(workload string) time.Duration {
-	now := t.clock.Now()
+	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var first time.Duration
 	for i, e := range t.created[workload] {
-		left := e.at.Add(t.ttl).Sub(now)
+		left := t.expiry(e.at).Sub(now)
 		if left <= 0 {
 			return 0
 		}

@@ -152,6 +152,17 @@ func TestTrackerZeroOptionsMeanTheRealClockAndFiveMinutes(t *testing.T) {
 	require.Equal(t, 1, negative.Pending("w", nil), "a negative TTL must mean the default, not expire at once")
 }
 
+func TestTrackerZeroValueIsNewWithZeroOptions(t *testing.T) {
+	var tr replacements.Tracker
+	require.Zero(t, tr.Pending("w", nil))
+	require.Zero(t, tr.Wait("w"))
+	tr.Forget("w")
+	tr.Created("w", pod("p", "uid-p"))
+	require.Equal(t, 1, tr.Pending("w", nil))
+	require.Greater(t, tr.Wait("w"), replacements.DefaultTTL-time.Minute)
+	require.Zero(t, tr.Pending("w", []*corev1.Pod{pod("p", "uid-p")}))
+}
+
 func TestTrackerWaitIsTheTimeUntilTheFirstExpiry(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(start)
 	tr := replacements.New(replacements.Options{Clock: clk, TTL: time.Minute})

@@ -43,6 +43,7 @@ type cluster struct {
 }
 
 func newCluster(t *testing.T, pods ...*corev1.Pod) *cluster {
+	t.Helper()
 	c := &cluster{client: fake.NewClientset(testutil.Objects(pods...)...), watched: make(chan struct{})}
 	var once sync.Once
 	c.client.PrependWatchReactor("pods", func(action k8stesting.Action) (bool, watch.Interface, error) {
@@ -52,23 +53,30 @@ func newCluster(t *testing.T, pods ...*corev1.Pod) *cluster {
 			return true, nil, err
 		}
 		out := make(chan watch.Event, 100)
+		proxy := watch.NewProxyWatcher(out)
 		c.mu.Lock()
 		c.out = out
 		c.mu.Unlock()
 		go func() {
-			defer close(out)
+			<-proxy.StopChan()
+			inner.Stop()
+		}()
+		go func() {
 			for ev := range inner.ResultChan() {
 				c.mu.Lock()
 				if pod, ok := ev.Object.(*corev1.Pod); ok && c.lagging && pod.GenerateName != "" {
 					c.held = append(c.held, ev)
 				} else {
-					out <- ev
+					select {
+					case out <- ev:
+					case <-proxy.StopChan():
+					}
 				}
 				c.mu.Unlock()
 			}
 		}()
 		once.Do(func() { close(c.watched) })
-		return true, watch.NewProxyWatcher(out), nil
+		return true, proxy, nil
 	})
 	c.client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		// A pod created before the informer's watch runs would never reach
