@@ -11,6 +11,7 @@ import (
 
 	"github.com/podhealth/podhealth/examples/registry"
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/replacements"
 )
 
 // An operator creates one Memory and one informer, and builds a Reconciler
@@ -25,11 +26,12 @@ func Example() {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	memory := health.NewMemory(health.MemoryOptions{}) // one per operator, shared by every Reconciler
+	memory := health.NewMemory(health.MemoryOptions{})  // one per operator, shared by every Reconciler
+	created := replacements.New(replacements.Options{}) // the same
 
 	source := registry.CatalogSource{Name: "operatorhubio", Namespace: "olm", Image: "quay.io/operatorhubio/catalog:latest"}
 	reconcile := func() error {
-		r, err := registry.NewReconciler(client, lister, memory, klog.Background(), nil) // nil: no node evidence
+		r, err := registry.NewReconciler(client, lister, memory, created, klog.Background(), nil) // nil: no node evidence
 		if err != nil {
 			return err
 		}

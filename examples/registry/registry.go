@@ -6,9 +6,10 @@
 // EnsureRegistryServer creates a new pod when it answers (false, nil).
 //
 // The Reconciler is cheap and built per call, as such operators do: what
-// must outlive a call, the record of what was force-deleted, lives in a
-// health.Memory that the caller creates once and passes to every
-// Reconciler.
+// must outlive a call lives in two objects that the caller creates once and
+// passes to every Reconciler: the record of what was force-deleted, a
+// health.Memory, and the record of the registry pods created that the
+// informer does not list yet, a replacements.Tracker.
 package registry
 
 import (
@@ -31,6 +32,7 @@ import (
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
+	"github.com/podhealth/podhealth/replacements"
 )
 
 const (
@@ -138,18 +140,22 @@ type Reconciler struct {
 	client kubernetes.Interface
 	pods   corelisters.PodLister
 	memory *health.Memory
-	log    logr.Logger
-	nodes  health.NodeGetter
+	// created is shared like memory: a Reconciler of the next call must
+	// know about the pod this one created before the informer lists it.
+	created *replacements.Tracker
+	log     logr.Logger
+	nodes   health.NodeGetter
 }
 
 // NewReconciler returns a Reconciler that lists pods from pods (an
 // informer's lister), and deletes and creates them through client.
 //
-// memory is required, and must be the same for every Reconciler of the
-// operator: create it once with health.NewMemory. nodes, typically a
+// memory and created are required, and must be the same for every
+// Reconciler of the operator: create them once with health.NewMemory and
+// replacements.New. nodes, typically a
 // kube.NodeSource, gives node evidence; nil means none (a taint-evicted pod
 // is then dead only once its deletionTimestamp has passed).
-func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, memory *health.Memory, log logr.Logger, nodes health.NodeGetter) (*Reconciler, error) {
+func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, memory *health.Memory, created *replacements.Tracker, log logr.Logger, nodes health.NodeGetter) (*Reconciler, error) {
 	if client == nil {
 		return nil, errors.New("registry: NewReconciler: nil clientset")
 	}
@@ -159,7 +165,10 @@ func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, memo
 	if memory == nil {
 		return nil, errors.New("registry: NewReconciler: nil Memory; create one health.Memory per operator and pass it to every Reconciler")
 	}
-	return &Reconciler{client: client, pods: pods, memory: memory, log: log, nodes: nodes}, nil
+	if created == nil {
+		return nil, errors.New("registry: NewReconciler: nil Tracker; create one replacements.Tracker per operator and pass it to every Reconciler")
+	}
+	return &Reconciler{client: client, pods: pods, memory: memory, created: created, log: log, nodes: nodes}, nil
 }
 
 // readme:begin registry
@@ -204,38 +213,55 @@ func (r *Reconciler) checker(source CatalogSource) (*health.Checker, error) {
 // caller should create one. (false, err): the check failed (an invalid
 // source, a failed list or a failed force delete); create nothing, retry.
 func (r *Reconciler) CheckRegistryServer(ctx context.Context, source CatalogSource) (bool, error) {
+	report, err := r.check(ctx, source)
+	return report.Healthy, err
+}
+
+// check is CheckRegistryServer with the check's report.
+func (r *Reconciler) check(ctx context.Context, source CatalogSource) (health.Report, error) {
 	if err := source.Validate(); err != nil {
-		return false, err
+		return health.Report{}, err
 	}
 	checker, err := r.checker(source)
 	if err != nil {
-		return false, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
+		return health.Report{}, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
 	}
-	healthy, err := checker.Check(ctx)
+	report, err := checker.CheckReport(ctx)
 	if err != nil {
-		return false, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
+		return report, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
 	}
-	return healthy, nil
+	return report, nil
 }
 
 // EnsureRegistryServer makes sure source has a current registry pod: it
 // creates one, with generateName, when CheckRegistryServer answers
 // (false, nil), and creates nothing when it fails.
 //
-// Like any controller that creates from an informer's view, it may create a
-// second pod if it runs again before the informer shows the first one.
+// It creates nothing either while a pod that an earlier call created for
+// the same spec is not yet in the informer's cache: the Tracker remembers
+// it until the cache lists it, or for replacements.DefaultTTL. So a call
+// that runs before the informer shows the new pod does not create a second
+// one.
 func (r *Reconciler) EnsureRegistryServer(ctx context.Context, source CatalogSource) error {
-	healthy, err := r.CheckRegistryServer(ctx, source)
-	if err != nil {
+	report, err := r.check(ctx, source)
+	// The pods created are tracked per spec: a pod created for an older
+	// spec is not current, so no list of the current pods would contain it.
+	workload := source.Namespace + "/" + source.Name + "/" + source.SpecHash()
+	pending := r.created.PendingReport(workload, report) // after every check
+	switch {
+	case err != nil:
 		return err
-	}
-	if healthy {
+	case report.Healthy:
+		return nil
+	case pending > 0:
+		r.log.Info("registry pod created earlier is not in the cache yet; creating no other", "catalogSource", source.Namespace+"/"+source.Name, "pending", pending)
 		return nil
 	}
 	created, err := r.client.CoreV1().Pods(source.Namespace).Create(ctx, source.Pod(), metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("registry: creating the registry pod of catalog source %s/%s: %w", source.Namespace, source.Name, err)
 	}
+	r.created.Created(workload, created)
 	r.log.Info("created registry pod", "catalogSource", source.Namespace+"/"+source.Name, "pod", created.Name, "specHash", source.SpecHash())
 	return nil
 }

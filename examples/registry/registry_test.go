@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
@@ -22,6 +24,7 @@ import (
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
 	pfake "github.com/podhealth/podhealth/podsource/fake"
+	"github.com/podhealth/podhealth/replacements"
 )
 
 // catalog runs the image of the fixture pods; olderCatalog is the spec it
@@ -65,6 +68,7 @@ type world struct {
 	lister  corelisters.PodLister
 	nodes   *pfake.Nodes
 	memory  *health.Memory
+	created *replacements.Tracker
 }
 
 func newWorld(t *testing.T, pods []*corev1.Pod, nodes ...*corev1.Node) *world {
@@ -74,6 +78,7 @@ func newWorld(t *testing.T, pods []*corev1.Pod, nodes ...*corev1.Node) *world {
 		indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		nodes:   pfake.NewNodes(nodes...),
 		memory:  health.NewMemory(health.MemoryOptions{}),
+		created: replacements.New(replacements.Options{}),
 	}
 	w.lister = corelisters.NewPodLister(w.indexer)
 	w.catchUp(t)
@@ -102,7 +107,7 @@ func (w *world) reconciler(t *testing.T) *registry.Reconciler {
 
 func (w *world) reconcilerWith(t *testing.T, memory *health.Memory) *registry.Reconciler {
 	t.Helper()
-	r, err := registry.NewReconciler(w.client, w.lister, memory, logr.Discard(), w.nodes)
+	r, err := registry.NewReconciler(w.client, w.lister, memory, w.created, logr.Discard(), w.nodes)
 	require.NoError(t, err)
 	return r
 }
@@ -348,9 +353,73 @@ func TestEnsureRegistryServerCreatesNothingWhenAForceDeleteFails(t *testing.T) {
 	require.Empty(t, w.creates(0), "pods created after a failed check")
 }
 
-func TestNewReconcilerRefusesANilMemory(t *testing.T) {
-	_, err := registry.NewReconciler(fake.NewClientset(), corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})), nil, logr.Discard(), nil)
+func TestNewReconcilerRefusesANilMemoryOrTracker(t *testing.T) {
+	lister := corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	_, err := registry.NewReconciler(fake.NewClientset(), lister, nil, replacements.New(replacements.Options{}), logr.Discard(), nil)
 	require.ErrorContains(t, err, "nil Memory")
+	_, err = registry.NewReconciler(fake.NewClientset(), lister, health.NewMemory(health.MemoryOptions{}), nil, logr.Discard(), nil)
+	require.ErrorContains(t, err, "nil Tracker")
+}
+
+// Reconcilers built per call, sharing the operator's Tracker, create one
+// registry pod while the informer does not list it yet, and none once it
+// does; a new spec gets its own pod at once. Without the shared Tracker
+// (one of its own per Reconciler) the same calls create one pod each.
+func TestReconcilersBuiltPerCallCreateOnePodAcrossALaggingCache(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		shared      bool
+		wantCreates int
+	}{
+		{"one Tracker shared by every Reconciler", true, 1},
+		{"a Tracker per Reconciler", false, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, nil) // no registry pod, and the cache will not show the new one
+			nameLikeTheAPIServer(w.client)
+			for i := range 3 {
+				r := w.reconciler(t)
+				if !tt.shared {
+					var err error
+					r, err = registry.NewReconciler(w.client, w.lister, w.memory, replacements.New(replacements.Options{}), logr.Discard(), w.nodes)
+					require.NoError(t, err)
+				}
+				require.NoError(t, r.EnsureRegistryServer(context.Background(), catalog), "call %d", i)
+			}
+			require.Len(t, w.creates(0), tt.wantCreates, "pods created over three calls before the cache caught up")
+			if !tt.shared {
+				return
+			}
+
+			w.catchUp(t) // the informer lists the new pod: it is alive
+			before := len(w.client.Actions())
+			require.NoError(t, w.reconciler(t).EnsureRegistryServer(context.Background(), catalog))
+			require.Empty(t, w.creates(before), "a pod was created while the cache lists a live one")
+
+			newer := catalog
+			newer.Image = "quay.io/example/registry:v2"
+			require.NoError(t, w.reconciler(t).EnsureRegistryServer(context.Background(), newer))
+			created := w.creates(before)
+			require.Len(t, created, 1, "a new spec waits for no pod of the older one")
+			require.Equal(t, newer.SpecHash(), created[0].Annotations[registry.SpecHashAnnotation])
+		})
+	}
+}
+
+// nameLikeTheAPIServer makes client's creates of pods fill in the name
+// from generateName and a UID, as the API server does and the fake
+// clientset does not.
+func nameLikeTheAPIServer(client *fake.Clientset) {
+	var n int
+	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		pod := action.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		n++
+		if pod.Name == "" {
+			pod.Name = pod.GenerateName + fmt.Sprintf("%05d", n)
+		}
+		pod.UID = types.UID(fmt.Sprintf("created-%d", n))
+		return false, nil, nil // the default reactor stores it
+	})
 }
 
 func TestInvalidCatalogSourceIsRefusedWithoutARequest(t *testing.T) {
