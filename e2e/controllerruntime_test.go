@@ -207,20 +207,7 @@ func TestScenarioControllerRuntimeLaggingCache(t *testing.T) {
 
 	lost.Fail()
 	fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
-	_, err = watch.WaitFor(fctx, "both registries' pods gone and replaced", func(ps []harness.PodHistory) bool {
-		for _, w := range registries {
-			gone := false
-			for _, p := range ps {
-				if p.UID == orig[w].UID && !p.Deleted.IsZero() {
-					gone = true
-				}
-			}
-			if !gone || figReplacement(ps, w, orig[w].Name) == nil {
-				return false
-			}
-		}
-		return true
-	})
+	_, err = watch.WaitFor(fctx, "both registries' pods gone and replaced", allGoneAndReplaced(orig, registries))
 	fcancel()
 	if err != nil {
 		t.Fatal(err)

@@ -249,20 +249,7 @@ func TestFigures(t *testing.T) {
 	lagNode.Fail()
 	lagBeat := lagNode.LastHeartbeat()
 	fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
-	lagPods, err := watch.WaitFor(fctx, "lagging operator's pods gone and replaced", func(ps []harness.PodHistory) bool {
-		for _, w := range lagWorkloads {
-			gone := false
-			for _, p := range ps {
-				if p.UID == orig[w].UID && !p.Deleted.IsZero() {
-					gone = true
-				}
-			}
-			if !gone || figReplacement(ps, w, orig[w].Name) == nil {
-				return false
-			}
-		}
-		return true
-	})
+	lagPods, err := watch.WaitFor(fctx, "lagging operator's pods gone and replaced", allGoneAndReplaced(orig, lagWorkloads))
 	fcancel()
 	if err != nil {
 		t.Fatal(err)
@@ -375,6 +362,25 @@ func figWorkloadPod(ns, name, workload, node string) *corev1.Pod {
 	pod := harness.BoundPod(ns, name, node, 2)
 	pod.Labels = map[string]string{figWorkloadLabel: workload}
 	return pod
+}
+
+// allGoneAndReplaced reports whether, for every one of workloads, its
+// original pod orig[w] was deleted and a replacement exists.
+func allGoneAndReplaced(orig map[string]*corev1.Pod, workloads []string) func([]harness.PodHistory) bool {
+	return func(ps []harness.PodHistory) bool {
+		for _, w := range workloads {
+			gone := false
+			for _, p := range ps {
+				if p.UID == orig[w].UID && !p.Deleted.IsZero() {
+					gone = true
+				}
+			}
+			if !gone || figReplacement(ps, w, orig[w].Name) == nil {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // figReplacement returns the first pod of workload w other than orig that
