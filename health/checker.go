@@ -319,6 +319,12 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 		if from = leadingAlive(pods); from == len(pods) {
 			return from > 0, nil
 		}
+		// The next common case: a pod is alive, and the others are alive
+		// too or were force-deleted by an earlier check and still listed
+		// by a lagging cache (see skipRemembered in classifyQuietly).
+		if from > 0 && c.nodes == nil && !c.dryRun && restAliveOrForceDeleted(pods[from:], c.memory) {
+			return true, nil
+		}
 	}
 	return c.judge(ctx, report, pods, quiet, from)
 }
@@ -391,6 +397,24 @@ func leadingAlive(pods []*corev1.Pod) int {
 	return len(pods)
 }
 
+// restAliveOrForceDeleted reports whether every pod of pods is alive by its
+// deletionTimestamp and phase alone, or has a name and a UID that memory
+// holds as force-deleted. It answers false at the first pod that needs the
+// rules, nil pods included, which the full check then reports.
+func restAliveOrForceDeleted(pods []*corev1.Pod, memory *Memory) bool {
+	for _, pod := range pods {
+		switch {
+		case pod == nil:
+			return false
+		case pod.DeletionTimestamp == nil && !isTerminalPhase(pod):
+		case pod.Name != "" && pod.UID != "" && memory.holds(pod.UID):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // mayBeTerminal reports whether phase has the length of Succeeded or
 // Failed: it reads no byte of the phase, which for a running pod is enough
 // to tell it is not terminal.
@@ -404,11 +428,10 @@ func mayBeTerminal(phase corev1.PodPhase) bool {
 // pods are known alive (see leadingAlive). One pass validates each pod and
 // reads its deletionTimestamp and phase, and, with node evidence for
 // orphans or Options.ReplaceUnreachable, looks its node up in the check's
-// table (see scanNodes): that is
-// enough to count most pods alive, without reading their conditions. Only
-// the others go through the rules, after the whole list is validated, so
-// that no rule sees an invalid list. It returns the dead pods in list
-// order, appended to dead.
+// table (see scanNodes): that is enough to count most pods alive, without
+// reading their conditions. Only the others go through the rules, after
+// the whole list is validated, so that no rule sees an invalid list. It
+// returns the dead pods in list order, appended to dead.
 func (k *check) classifyQuietly(pods []*corev1.Pod, from int, dead []deadPod) (alive int, _ []deadPod, _ error) {
 	others := dead
 	alive = from
@@ -440,16 +463,18 @@ func (k *check) classifyQuietly(pods []*corev1.Pod, from int, dead []deadPod) (a
 	}
 	// Classify the others, keeping the dead ones in the same slice. Once a
 	// pod is counted alive, the health answer is known unless a force
-	// delete fails, so a pod that the Memory remembers as force-deleted
-	// changes nothing whatever its verdict: its force delete would not be
-	// sent again, and it would count at most one more pod alive. It is not
-	// judged, which spares reading its conditions. Without node evidence no
-	// rule records anything while it judges, so nothing is lost; a dry run
-	// does not read the Memory.
+	// delete fails, so a pod that the Memory holds as force-deleted
+	// changes nothing whatever its verdict: it is gone from the API server
+	// (or held there by a finalizer), so sending its force delete again
+	// could only answer NotFound or change nothing, and it would count at
+	// most one more pod alive. It is not judged, which spares reading its
+	// conditions and the clock. Without node evidence no rule records
+	// anything while it judges, so nothing is lost; a dry run does not read
+	// the Memory.
 	skipRemembered := alive > 0 && !k.dryRun && k.nodes == nil
 	dead = others[:0]
 	for _, o := range others {
-		if pod := pods[o.index]; skipRemembered && pod.Name != "" && pod.UID != "" && k.memory.remembers(pod.UID, k.time()) {
+		if pod := pods[o.index]; skipRemembered && pod.Name != "" && pod.UID != "" && k.memory.holds(pod.UID) {
 			continue
 		}
 		switch v := k.classify(pods[o.index]); v.State {

@@ -30,6 +30,13 @@ type MemoryOptions struct {
 // heap does not grow past it however many UIDs go through
 // (TestMemoryStaysBoundedOverAMillionUIDs).
 //
+// A UID past its TTL is no longer taken as deleted: a check that judges the
+// pod again may send its force delete again. A Check without node evidence
+// that counts a pod alive does not judge again a pod whose UID the Memory
+// still holds, expired or not (expired UIDs are dropped when it next
+// records a delete): that pod is gone from the API server or held there by
+// a finalizer, and cannot change the answer.
+//
 // It also makes concurrent checks that meet the same dead pod send a single
 // DELETE: the later ones wait for the first one's result.
 //
@@ -111,6 +118,17 @@ func (m *Memory) remembers(uid types.UID, now time.Time) bool {
 	defer m.mu.Unlock()
 	expires, ok := m.deleted[uid]
 	return ok && now.Before(expires)
+}
+
+// holds reports whether uid was force-deleted and is still held, expired or
+// not: expired UIDs are dropped when the Memory next records a delete. It
+// reads no clock, for the checks that only need to know that a pod was
+// force-deleted already (see Checker.run).
+func (m *Memory) holds(uid types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.deleted[uid]
+	return ok
 }
 
 // remember records that uid was force-deleted at now.

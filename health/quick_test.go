@@ -124,8 +124,8 @@ func (c *countingClock) Now() time.Time {
 }
 
 // A check reads the clock only when something needs it: not for live pods,
-// with or without node evidence, once for dead pods that the Memory
-// remembers.
+// with or without node evidence, nor for dead pods that the Memory holds
+// when a pod is alive; once when such pods are all it lists.
 func TestCheckReadsTheClockOnlyWhenNeeded(t *testing.T) {
 	clk := &countingClock{PassiveClock: clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))}
 	alive := fake.New(fake.Options{}, newPod("a"), newPod("b", disruption("EvictionByEvictionAPI")))
@@ -147,9 +147,15 @@ func TestCheckReadsTheClockOnlyWhenNeeded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), deletes.Load())
 	clk.reads.Store(0)
-	_, err = checker.Check(context.Background()) // finds them in the Memory
+	_, err = checker.Check(context.Background()) // a pod is alive, the others are in the Memory
 	require.NoError(t, err)
-	require.Equal(t, int64(1), clk.reads.Load(), "clock reads in a check of remembered dead pods")
+	require.Zero(t, clk.reads.Load(), "clock reads in a check of a live pod and remembered dead pods")
+	require.Equal(t, int64(2), deletes.Load())
+
+	list = list[1:] // no pod alive: the remembered pods are judged
+	_, err = checker.Check(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(1), clk.reads.Load(), "clock reads in a check of remembered dead pods alone")
 	require.Equal(t, int64(2), deletes.Load())
 }
 
@@ -362,6 +368,49 @@ func TestQuietCheckCountsNoUnreachablePodAlive(t *testing.T) {
 			require.NoError(t, err)
 			require.False(t, report.Healthy, "CheckReport")
 			require.Equal(t, health.Unreachable, report.Pods[0].Verdict.State)
+		})
+	}
+}
+
+// Past the Memory's TTL a force-deleted pod that is still listed is judged,
+// and force-deleted, again by a check that reports it, or that finds no pod
+// alive; a quiet check that counts a pod alive leaves it alone while the
+// Memory still holds its UID.
+func TestExpiredForceDeletedPodIsJudgedAgainOnlyWhenItCanMatter(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		withAlive   bool
+		reported    bool
+		wantDeletes int64 // after the TTL
+	}{
+		{"quiet check, a pod alive", true, false, 0},
+		{"reported check, a pod alive", true, true, 1},
+		{"quiet check, no pod alive", false, false, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(deletedAt.Add(time.Hour))
+			list := []*corev1.Pod{taintEvicted("dead")}
+			if tt.withAlive {
+				list = append(list, newPod("a"))
+			}
+			source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return list, nil })
+			var deletes atomic.Int64
+			deleter := health.DeleterFunc(func(context.Context, *corev1.Pod) error { deletes.Add(1); return nil })
+			memory := health.NewMemory(health.MemoryOptions{TTL: time.Minute})
+			checker, err := health.New(source, deleter, health.Options{Clock: clk, Memory: memory})
+			require.NoError(t, err)
+			_, err = checker.Check(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, int64(1), deletes.Load(), "the first check force-deletes the dead pod")
+
+			clk.Step(2 * time.Minute) // the cache still lists it
+			if tt.reported {
+				_, err = checker.CheckReport(context.Background())
+			} else {
+				_, err = checker.Check(context.Background())
+			}
+			require.NoError(t, err)
+			require.Equal(t, 1+tt.wantDeletes, deletes.Load())
 		})
 	}
 }
