@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/podhealth/podhealth/e2e/harness"
 	"github.com/podhealth/podhealth/health"
@@ -313,3 +315,25 @@ func timed(f func()) time.Duration {
 type deleterFunc func(ctx context.Context, pod *corev1.Pod) error
 
 func (f deleterFunc) ForceDelete(ctx context.Context, pod *corev1.Pod) error { return f(ctx, pod) }
+
+// createStatefulSetOwner creates the StatefulSet "db" in ns, with no
+// replicas: no statefulset controller runs, the object only owns the pods
+// a test binds to it (app=db).
+func createStatefulSetOwner(ctx context.Context, t *testing.T, c kubernetes.Interface, ns string) *appsv1.StatefulSet {
+	t.Helper()
+	sts, err := c.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "registry.invalid/db:v1"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sts
+}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,22 +115,7 @@ func TestScenarioKubectlPlugin(t *testing.T) {
 	healthy, lost := nodes[0], nodes[1]
 	c := cp.Client()
 
-	// A StatefulSet with no replicas: no statefulset controller runs, the
-	// object only owns the pod.
-	sts, err := c.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To[int32](0),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "registry.invalid/db:v1"}}},
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sts := createStatefulSetOwner(ctx, t, c, ns)
 	dbPod := harness.BoundPod(ns, "db-0", lost.Name(), 2)
 	dbPod.Labels = map[string]string{"app": "db"}
 	dbPod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID, Controller: ptr.To(true)}}

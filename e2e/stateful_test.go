@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -132,23 +131,8 @@ func TestScenarioStatefulPodWaitsForFencing(t *testing.T) {
 		}
 	}
 
-	// A StatefulSet with no replicas: no statefulset controller runs, the
-	// object only owns the pod.
 	group := map[string]string{"e2e.podhealth.io/group": "fencing"}
-	sts, err := c.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To[int32](0),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "registry.invalid/db:v1"}}},
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sts := createStatefulSetOwner(ctx, t, c, ns)
 	statefulPod := harness.BoundPod(ns, "db-0", lost.Name(), 2)
 	statefulPod.Labels = map[string]string{"app": "db", "e2e.podhealth.io/group": "fencing"}
 	statefulPod.OwnerReferences = []metav1.OwnerReference{{

@@ -110,39 +110,28 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 		b.Remove()
 		return Binaries{}, err
 	}
+	// The programs the scenarios run. examples/operator is built from the
+	// root module; examples/controllerruntime and cmd/kubectl-podhealth are
+	// modules of their own (controller-runtime and cli-runtime stay out of
+	// the root module's graph), so go builds each from its directory, with
+	// the versions its go.mod states.
 	b.Operator = filepath.Join(dir, "podhealth-operator")
-	cmd = exec.CommandContext(ctx, goTool, "build", "-o", b.Operator, "./examples/operator")
-	cmd.Dir = rootDir
-	out.Reset()
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Run(); err != nil {
-		b.Remove()
-		return Binaries{}, fmt.Errorf("harness: go build ./examples/operator in %s: %w\n%s", rootDir, err, out.String())
-	}
-	// examples/controllerruntime is a module of its own (controller-runtime
-	// stays out of the root module's graph): go builds it from its
-	// directory, with the versions its go.mod states.
 	b.ControllerRuntime = filepath.Join(dir, "podhealth-controllerruntime")
-	cmd = exec.CommandContext(ctx, goTool, "build", "-o", b.ControllerRuntime, ".")
-	cmd.Dir = filepath.Join(rootDir, "examples", "controllerruntime")
-	out.Reset()
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Run(); err != nil {
-		b.Remove()
-		return Binaries{}, fmt.Errorf("harness: go build in %s: %w\n%s", cmd.Dir, err, out.String())
-	}
-	// cmd/kubectl-podhealth is a module of its own too.
 	b.Plugin = filepath.Join(dir, "kubectl-podhealth")
-	cmd = exec.CommandContext(ctx, goTool, "build", "-o", b.Plugin, ".")
-	cmd.Dir = filepath.Join(rootDir, "cmd", "kubectl-podhealth")
-	out.Reset()
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Run(); err != nil {
-		b.Remove()
-		return Binaries{}, fmt.Errorf("harness: go build in %s: %w\n%s", cmd.Dir, err, out.String())
+	for _, program := range []struct{ out, dir, pkg string }{
+		{b.Operator, rootDir, "./examples/operator"},
+		{b.ControllerRuntime, filepath.Join(rootDir, "examples", "controllerruntime"), "."},
+		{b.Plugin, filepath.Join(rootDir, "cmd", "kubectl-podhealth"), "."},
+	} {
+		cmd := exec.CommandContext(ctx, goTool, "build", "-o", program.out, program.pkg)
+		cmd.Dir = program.dir
+		out.Reset()
+		cmd.Stdout = &out
+		cmd.Stderr = &out
+		if err := cmd.Run(); err != nil {
+			b.Remove()
+			return Binaries{}, fmt.Errorf("harness: go build %s in %s: %w\n%s", program.pkg, program.dir, err, out.String())
+		}
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Operator, b.ControllerRuntime, b.Plugin} {
 		if _, err := os.Stat(p); err != nil {
