@@ -40,6 +40,7 @@ replace (
 )
 
 tool (
+	github.com/podhealth/podhealth/examples/operator
 	go.etcd.io/etcd/server/v3
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager

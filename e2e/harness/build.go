@@ -18,16 +18,23 @@ import (
 // dependencies; BuildBinaries runs the Go toolchain from its directory.
 const modulePath = "github.com/podhealth/podhealth/e2e"
 
-// rootModulePath is the library's module, which holds examples/operator.
+// rootModulePath is the library's module, which holds the nested modules
+// of examples/controllerruntime and cmd/kubectl-podhealth.
 const rootModulePath = "github.com/podhealth/podhealth"
 
-// Packages built by BuildBinaries. They are declared as tool dependencies in
-// the e2e module's go.mod, which pins their versions.
+// Packages built by BuildBinaries from the e2e module. They are declared as
+// tool dependencies in its go.mod, which pins their versions.
 const (
 	etcdPackage              = "go.etcd.io/etcd/server/v3"
 	apiServerPackage         = "k8s.io/kubernetes/cmd/kube-apiserver"
 	controllerManagerPackage = "k8s.io/kubernetes/cmd/kube-controller-manager"
+	operatorPackage          = "github.com/podhealth/podhealth/examples/operator"
 )
+
+// stripFlags leaves the symbol table and DWARF out of every binary: linking
+// kube-apiserver then takes about half the time, and a panic's stack trace
+// does not need them.
+const stripFlags = "-ldflags=-s -w"
 
 // Binaries holds the paths of the three control-plane executables.
 type Binaries struct {
@@ -40,7 +47,8 @@ type Binaries struct {
 	// ControllerManager is kube-controller-manager.
 	ControllerManager string
 	// Operator is the library's example operator (examples/operator),
-	// built from the root module with its own dependencies.
+	// built with the e2e module's versions: the client-go of the control
+	// plane's release.
 	Operator string
 	// ControllerRuntime is the controller-runtime example
 	// (examples/controllerruntime), built from its own nested module.
@@ -87,12 +95,14 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 		APIServer:         filepath.Join(dir, "kube-apiserver"),
 		ControllerManager: filepath.Join(dir, "kube-controller-manager"),
 	}
-	// One invocation builds all three so that compiling and linking overlap.
+	// One invocation builds all four so that compiling and linking overlap.
 	// The output directory gets one executable per package, named after the
 	// package; etcd's ends in a major-version element, so go names it after
-	// the element before it.
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", dir+string(filepath.Separator),
-		etcdPackage, apiServerPackage, controllerManagerPackage)
+	// the element before it. The operator is built here, at the versions of
+	// the control plane's client-go, so that its dependencies are not built
+	// a second time at the root module's older floors.
+	cmd := exec.CommandContext(ctx, goTool, "build", stripFlags, "-o", dir+string(filepath.Separator),
+		etcdPackage, apiServerPackage, controllerManagerPackage, operatorPackage)
 	cmd.Dir = modDir
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -105,25 +115,28 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 		b.Remove()
 		return Binaries{}, fmt.Errorf("harness: locating the etcd binary: %w", err)
 	}
+	b.Operator = filepath.Join(dir, "podhealth-operator")
+	if err := os.Rename(filepath.Join(dir, "operator"), b.Operator); err != nil {
+		b.Remove()
+		return Binaries{}, fmt.Errorf("harness: locating the operator binary: %w", err)
+	}
 	rootDir, err := findModuleDir(modDir, rootModulePath)
 	if err != nil {
 		b.Remove()
 		return Binaries{}, err
 	}
-	// The programs the scenarios run. examples/operator is built from the
-	// root module; examples/controllerruntime and cmd/kubectl-podhealth are
-	// modules of their own (controller-runtime and cli-runtime stay out of
-	// the root module's graph), so go builds each from its directory, with
-	// the versions its go.mod states.
-	b.Operator = filepath.Join(dir, "podhealth-operator")
+	// examples/controllerruntime and cmd/kubectl-podhealth are modules of
+	// their own (controller-runtime and cli-runtime stay out of the root
+	// module's graph), so go builds each from its directory, with the
+	// versions its go.mod states (the same as the e2e module's: .ci/run
+	// checks that every module shared by two builds is at one version).
 	b.ControllerRuntime = filepath.Join(dir, "podhealth-controllerruntime")
 	b.Plugin = filepath.Join(dir, "kubectl-podhealth")
 	for _, program := range []struct{ out, dir, pkg string }{
-		{b.Operator, rootDir, "./examples/operator"},
 		{b.ControllerRuntime, filepath.Join(rootDir, "examples", "controllerruntime"), "."},
 		{b.Plugin, filepath.Join(rootDir, "cmd", "kubectl-podhealth"), "."},
 	} {
-		cmd := exec.CommandContext(ctx, goTool, "build", "-o", program.out, program.pkg)
+		cmd := exec.CommandContext(ctx, goTool, "build", stripFlags, "-o", program.out, program.pkg)
 		cmd.Dir = program.dir
 		out.Reset()
 		cmd.Stdout = &out
