@@ -36,7 +36,8 @@ const (
 // does not need them.
 const stripFlags = "-ldflags=-s -w"
 
-// Binaries holds the paths of the three control-plane executables.
+// Binaries holds the paths of the executables the scenarios run: the three
+// control-plane programs, the two example controllers and the kubectl plugin.
 type Binaries struct {
 	// Dir is the directory the binaries were built into.
 	Dir string
