@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -254,7 +253,7 @@ func TestScenarioStatefulPodWaitsForFencing(t *testing.T) {
 		}
 		switch pr.Outcome {
 		case health.HeldBack:
-			if pr.Verdict.State != health.Dead || !strings.Contains(pr.HeldBack, "fencing") {
+			if pr.Verdict.State != health.Dead || pr.HeldBack.Reason != health.HeldForFencing {
 				t.Errorf("stateful pod held back with verdict %v and reason %q, want Dead and a fencing reason", pr.Verdict.State, pr.HeldBack)
 			}
 			heldBack++

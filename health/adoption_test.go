@@ -37,9 +37,10 @@ func TestNamelessPodsAreJudgedLikeAnyOther(t *testing.T) {
 	checker, err = health.New(source, deleter, health.Options{})
 	require.NoError(t, err)
 	report, err = checker.CheckReport(context.Background())
-	require.ErrorIs(t, err, health.ErrUnidentifiedPod, "D5: the refused delete is an error that says why")
-	require.False(t, report.Healthy)
-	require.Equal(t, health.DeleteFailed, report.Pods[1].Outcome)
+	require.NoError(t, err, "D9: a pod that cannot be force-deleted safely is held back, not an error")
+	require.True(t, report.Healthy, "the nameless live pod still counts")
+	require.Equal(t, health.HeldBack, report.Pods[1].Outcome)
+	require.Equal(t, health.HeldUnidentified, report.Pods[1].HeldBack.Reason)
 	require.Zero(t, deletes, "nothing unsafe is ever sent")
 }
 

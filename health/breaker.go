@@ -27,18 +27,19 @@ const (
 // in the same case. It judges the pod's zone (label
 // topology.kubernetes.io/zone) and the whole cluster, and trips when either
 // has at least MinUnhealthy nodes not Ready making up at least
-// UnhealthyShare of its nodes, or when every node of the cluster is not
+// UnhealthyShare of its nodes (a node counts as not Ready unless its
+// NodeState is NodeReady), or when every node of the cluster is not
 // Ready. It also trips when its Nodes cannot be read or list no node at
 // all, since it then knows nothing about the cluster. The zero value (no
 // Nodes) never trips.
 type Breaker struct {
 	Nodes NodeLister
 	// UnhealthyShare is the share of not-Ready nodes at which it trips.
-	// Zero means 0.55.
+	// Zero means 0.55; New refuses a value outside 0 to 1.
 	UnhealthyShare float64
 	// MinUnhealthy is the fewest not-Ready nodes that trip it, so that one
-	// failed node of a small cluster does not. Zero means
-	// 3.
+	// failed node of a small cluster does not. Zero means 3; New refuses
+	// a negative value.
 	MinUnhealthy int
 }
 
@@ -119,7 +120,7 @@ func (b Breaker) read(ctx context.Context) *disruption {
 		z := d.zones.of(n.Labels[corev1.LabelTopologyZone])
 		z.total++
 		d.cluster.total++
-		if !nodeReady(n) {
+		if NodeStateOf(n) != NodeReady { // NodeUnknown counts as not Ready: fail closed
 			z.notReady++
 			d.cluster.notReady++
 		}

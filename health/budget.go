@@ -7,8 +7,9 @@ import (
 )
 
 // DeleteBudget limits force deletes to a number per sliding time window.
-// Checkers that share one DeleteBudget share the limit. A DeleteBudget is
-// safe for concurrent use.
+// Checkers that share one DeleteBudget share the limit. Make one with
+// NewDeleteBudget: a zero DeleteBudget, which would allow no delete at all,
+// is refused by New. A DeleteBudget is safe for concurrent use.
 type DeleteBudget struct {
 	max    int
 	window time.Duration

@@ -416,8 +416,6 @@ func TestObserverHearsEachForceDeleteWithItsOutcome(t *testing.T) {
 }
 
 func TestBadInputGetsAClearErrorAndDeletesNothing(t *testing.T) {
-	noUID := taintEvicted("no-uid")
-	noUID.UID = ""
 	tests := []struct {
 		name    string
 		list    []*corev1.Pod
@@ -427,15 +425,6 @@ func TestBadInputGetsAClearErrorAndDeletesNothing(t *testing.T) {
 			var le *health.ListError
 			require.ErrorAs(t, err, &le)
 			require.ErrorContains(t, err, "nil pod at index 1")
-		}},
-		{"dead pod without a name is never deleted", []*corev1.Pod{newPod("alive"), taintEvicted("")}, func(t *testing.T, err error) {
-			require.ErrorIs(t, err, health.ErrUnidentifiedPod)
-		}},
-		{"dead pod without a UID is never deleted", []*corev1.Pod{newPod("alive"), noUID}, func(t *testing.T, err error) {
-			require.ErrorIs(t, err, health.ErrUnidentifiedPod)
-			var de *health.DeleteError
-			require.ErrorAs(t, err, &de)
-			require.Equal(t, "no-uid", de.Pod.Name)
 		}},
 	}
 	for _, tt := range tests {

@@ -12,12 +12,21 @@ import (
 )
 
 // NodeGetter gets a Node by name. It returns an error for which
-// apierrors.IsNotFound is true when the node does not exist. The node
-// returned must not be mutated. Implementations must be safe for concurrent
-// use.
+// apierrors.IsNotFound is true when the node does not exist, and one that
+// wraps ErrNodesUnavailable when it cannot answer about any node now. The
+// node returned must not be mutated. Implementations must be safe for
+// concurrent use.
 type NodeGetter interface {
 	GetNode(ctx context.Context, name string) (*corev1.Node, error)
 }
+
+// ErrNodesUnavailable is wrapped by the error of a NodeGetter that cannot
+// answer about any node now: a node cache that has not synced, or never
+// will (no RBAC for nodes). A check that meets it asks that getter about no
+// other node: every node it has not read yet is NodeUnknown for the rest of
+// the check. The check says so in Report.NodeEvidence, and the Checker logs
+// it once when node evidence becomes unavailable and once when it is back.
+var ErrNodesUnavailable = errors.New("podhealth: node evidence unavailable")
 
 // evidence is what a Checker knows, during one check, beyond the pod
 // itself: its node, how long it has been terminating, and the time. Node
@@ -42,6 +51,17 @@ type evidence struct {
 	// touched keeps the bytes that scanNodes reads ahead of its lookups,
 	// so that the reads are not optimised away; nothing else reads it.
 	touched byte
+	// nodesDown and liveDown are the first errors wrapping
+	// ErrNodesUnavailable of nodes and live: once set, that getter is not
+	// asked again in this check.
+	nodesDown, liveDown error
+	// forgetRecovered makes a lookup that finds a node Ready forget when
+	// the node was first seen unreachable, so that its next failure waits
+	// afresh (Options.UnreachableFor), with or without a lastTransitionTime.
+	forgetRecovered bool
+	// wake is how soon a rule expects a pod's verdict to change with time
+	// alone (a deadline that passes, a wait that ends); 0 when none does.
+	wake time.Duration
 }
 
 // nodeReason is a verdict's reason about a node, before it is spelled out.
@@ -62,57 +82,73 @@ func (e *evidence) reason(prefix, node, suffix string) string {
 	return r
 }
 
+// nodeFact is what one check found about one node: its object, when it
+// was read, and its state (see NodeStateOf).
 type nodeFact struct {
-	node *corev1.Node
-	gone bool
-	err  error
+	node  *corev1.Node
+	state NodeState
 }
 
-// node returns the named node. gone is true only when a live read confirmed
-// that the node does not exist. With no node evidence, or when the lookup
-// fails or is not confirmed, it returns an error: a rule must then have no
-// opinion.
-func (e *evidence) node(name string) (node *corev1.Node, gone bool, err error) {
-	if e == nil || e.nodes == nil {
-		return nil, false, errNoNodeEvidence
-	}
-	if name == "" {
-		return nil, false, errors.New("pod is not bound to a node")
+// node returns the named node's state, and its object when it was read.
+// With no node evidence, a pod not bound to a node, or a lookup that fails
+// or is not confirmed, the state is NodeUnknown: a rule must then have no
+// opinion. NodeGone comes only from a live read's NotFound.
+func (e *evidence) node(name string) (NodeState, *corev1.Node) {
+	if e == nil || e.nodes == nil || name == "" {
+		return NodeUnknown, nil
 	}
 	if f, ok := e.seen[name]; ok {
-		return f.node, f.gone, f.err
+		return f.state, f.node
 	}
 	f := e.lookUp(name)
 	if e.seen == nil {
 		e.seen = make(map[string]nodeFact)
 	}
 	e.seen[name] = f
-	return f.node, f.gone, f.err
+	if e.forgetRecovered && f.state == NodeReady {
+		e.sightings.forget(unreachableKey(name))
+	}
+	return f.state, f.node
 }
 
 func (e *evidence) lookUp(name string) nodeFact {
+	if e.nodesDown != nil {
+		return nodeFact{}
+	}
 	node, err := e.nodes.GetNode(e.ctx, name)
 	switch {
 	case err == nil && node != nil:
-		return nodeFact{node: node}
-	case err == nil:
-		return nodeFact{err: errors.New("node getter returned no node and no error")}
-	case !apierrors.IsNotFound(err):
-		return nodeFact{err: err}
-	case e.live == nil:
-		return nodeFact{err: errNodeGoneUnconfirmed}
+		return nodeFact{node: node, state: NodeStateOf(node)}
+	case errors.Is(err, ErrNodesUnavailable):
+		e.nodesDown = err
+		return nodeFact{}
+	case err == nil || !apierrors.IsNotFound(err) || e.live == nil || e.liveDown != nil:
+		// No node and no error, another error, or a missing node that no
+		// live read can confirm gone: unknown.
+		return nodeFact{}
 	}
 	node, err = e.live.GetNode(e.ctx, name)
 	switch {
 	case err == nil && node != nil:
-		return nodeFact{node: node} // the cache lags behind
-	case err == nil:
-		return nodeFact{err: errors.New("live node getter returned no node and no error")}
-	case apierrors.IsNotFound(err):
-		return nodeFact{gone: true}
-	default:
-		return nodeFact{err: err}
+		return nodeFact{node: node, state: NodeStateOf(node)} // the cache lags behind
+	case err != nil && apierrors.IsNotFound(err):
+		return nodeFact{state: NodeGone}
+	case errors.Is(err, ErrNodesUnavailable):
+		e.liveDown = err
 	}
+	return nodeFact{}
+}
+
+// unavailable returns the error that made node evidence unavailable in
+// this check, or nil.
+func (e *evidence) unavailable() error {
+	if e == nil {
+		return nil
+	}
+	if e.nodesDown != nil {
+		return e.nodesDown
+	}
+	return e.liveDown
 }
 
 // time returns the check's time, reading the clock on first use.
@@ -123,12 +159,20 @@ func (e *evidence) time() time.Time {
 	return e.now
 }
 
+// retryIn notes that a verdict may change in d with time alone; the
+// report's RetryAfter is the soonest such d of a check.
+func (e *evidence) retryIn(d time.Duration) {
+	if d > 0 && (e.wake == 0 || d < e.wake) {
+		e.wake = d
+	}
+}
+
 // gone reports whether a live read confirmed the named node gone. It is
 // what a check asks about every pod bound to a node, so after the first
 // pod of a node it costs one map lookup.
 func (e *evidence) gone(name string) bool {
-	_, gone, err := e.node(name)
-	return err == nil && gone
+	state, _ := e.node(name)
+	return state == NodeGone
 }
 
 // terminatingSince returns when this Checker (or one sharing its Memory)
@@ -144,14 +188,15 @@ func (e *evidence) terminatingSince(pod *corev1.Pod) time.Time {
 	return e.sightings.see(string(pod.UID), e.time())
 }
 
-// deletionOverdue reports whether a live kubelet would have finished the
-// pod's graceful deletion by now: its deletion deadline (the
-// deletionTimestamp, which already includes the grace period) has passed
-// on the Checker's clock. A clock far behind the API server's only delays
-// the verdict; one far ahead brings it forward by as much, which is why a
-// verdict on this evidence alone is never fenced.
-func (e *evidence) deletionOverdue(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp != nil && !e.time().Before(pod.DeletionTimestamp.Time)
+// untilDeletionDeadline returns how long until a live kubelet would have
+// finished the pod's graceful deletion: until its deletion deadline (the
+// deletionTimestamp, which already includes the grace period) on the
+// Checker's clock. Zero or less means the deadline has passed. A clock far
+// behind the API server's only delays the verdict; one far ahead brings it
+// forward by as much, which is why a verdict on this evidence alone is
+// never fenced.
+func (e *evidence) untilDeletionDeadline(pod *corev1.Pod) time.Duration {
+	return pod.DeletionTimestamp.Time.Sub(e.time())
 }
 
 // gracePeriod returns the pod's grace period: its
@@ -197,53 +242,74 @@ func addSaturating(a, b time.Duration) time.Duration {
 	return a + b
 }
 
-var (
-	errNoNodeEvidence      = errors.New("no node evidence configured")
-	errNodeGoneUnconfirmed = errors.New("node missing from the node source, and no live read confirms it gone")
-)
-
-// nodeReady reports whether the node's Ready condition is True.
-func nodeReady(node *corev1.Node) bool {
-	for i := range node.Status.Conditions {
-		c := &node.Status.Conditions[i]
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+// getEvidence returns the check's evidence, made on first use. A check
+// takes it from the Checker's pool, with the tables of an earlier check,
+// emptied, so that looking up the same nodes again allocates nothing.
+func (k *check) getEvidence() *evidence {
+	if k.evidence == nil {
+		e, _ := k.evidences.Get().(*evidence)
+		if e == nil {
+			e = new(evidence)
 		}
+		seen, reasons, table := e.seen, e.reasons, e.table
+		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, clock: k.clock, now: k.now, haveNow: k.haveNow, seen: seen, reasons: reasons, table: table, ownSightings: k.firstSightings(),
+			forgetRecovered: k.replaceUnreachable && k.unreachableFor > 0}
+		e.sightings = &e.ownSightings
+		k.evidence = e
 	}
-	return false
+	return k.evidence
 }
 
-// nodeDown reports whether node evidence says the node is not Ready: its
-// Ready condition is False or Unknown, or it carries the unreachable or the
-// not-ready taint of the node-lifecycle controller.
-func nodeDown(node *corev1.Node) bool {
-	if node == nil {
-		return false
+// releaseEvidence gives the check's evidence back to the Checker's pool,
+// emptied, once no rule of the check can read it any more.
+func (k *check) releaseEvidence() {
+	e := k.evidence
+	if e == nil {
+		return
 	}
-	if hasTaint(node, corev1.TaintNodeUnreachable) || hasTaint(node, corev1.TaintNodeNotReady) {
-		return true
-	}
-	for i := range node.Status.Conditions {
-		c := &node.Status.Conditions[i]
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionFalse || c.Status == corev1.ConditionUnknown
-		}
-	}
-	return false
+	k.evidence = nil
+	k.reportEvidence(e)
+	clear(e.seen)
+	clear(e.reasons)
+	e.table.reset()
+	seen, reasons, table := e.seen, e.reasons, e.table
+	*e = evidence{seen: seen, reasons: reasons, table: table}
+	k.evidences.Put(e)
 }
 
-// nodeUp reports whether node evidence says the node is Ready: its Ready
-// condition is True and it carries neither the unreachable nor the
-// not-ready taint. A node that is neither up nor down is no evidence.
-func nodeUp(node *corev1.Node) bool {
-	return node != nil && !nodeDown(node) && nodeReady(node)
+// firstSightings returns the first-seen records that this check writes and
+// reads. A dry run writes only a record of its own, which real checks never
+// read, and reads the real checks' record without writing it.
+func (k *check) firstSightings() checkSightings {
+	if k.dryRun {
+		return checkSightings{record: k.memory.dryRunSightings, shared: k.memory.sightings, peek: k.classifyOnly}
+	}
+	return checkSightings{record: k.memory.sightings, peek: k.classifyOnly}
 }
 
-func hasTaint(node *corev1.Node, key string) bool {
-	for i := range node.Spec.Taints {
-		if node.Spec.Taints[i].Key == key {
-			return true
+// reportEvidence puts into the check's report what its evidence learnt:
+// how soon a verdict changes with time alone (RetryAfter), and whether
+// node evidence was unavailable (NodeEvidence). It logs once when node
+// evidence becomes unavailable, and once when it is back.
+func (k *check) reportEvidence(e *evidence) {
+	if r := k.report; r != nil && e.wake > 0 && (r.RetryAfter == 0 || e.wake < r.RetryAfter) {
+		r.RetryAfter = e.wake
+	}
+	if err := e.unavailable(); err != nil {
+		if k.report != nil {
+			k.report.NodeEvidence = err
+		}
+		if k.nodesUnavailable.CompareAndSwap(false, true) {
+			k.log.Error(err, "node evidence unavailable: every node counts as unknown until a node can be read again; taint-evicted pods wait for their deletion deadline, and pods that need fencing are held back")
+		}
+		return
+	}
+	for _, f := range e.seen {
+		if f.state != NodeUnknown {
+			if k.nodesUnavailable.CompareAndSwap(true, false) {
+				k.log.Info("node evidence available again")
+			}
+			return
 		}
 	}
-	return false
 }

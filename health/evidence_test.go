@@ -76,7 +76,7 @@ type podOutcome struct {
 func podOutcomes(r health.Report) []podOutcome {
 	var out []podOutcome
 	for _, p := range r.Pods {
-		out = append(out, podOutcome{p.Pod.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome, p.HeldBack != ""})
+		out = append(out, podOutcome{p.Pod.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome, p.HeldBack.Reason != health.NotHeld})
 	}
 	return out
 }
@@ -246,7 +246,7 @@ func TestPolicyForEachKindOfPod(t *testing.T) {
 				return
 			}
 			require.Equal(t, health.HeldBack, got.Outcome)
-			require.Contains(t, got.HeldBack, tt.wantWhy)
+			require.Contains(t, got.HeldBack.String(), tt.wantWhy)
 			require.Empty(t, pods.Deletes())
 		})
 	}
@@ -280,7 +280,7 @@ func TestBudgetLimitsForceDeletesPerWindow(t *testing.T) {
 	report, err := checkSecond.CheckReport(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []health.Outcome{health.NoAction, health.HeldBack, health.HeldBack}, outcomes(report), "the shared budget is spent")
-	require.Contains(t, report.Pods[1].HeldBack, "budget of 3 per 1m0s")
+	require.Contains(t, report.Pods[1].HeldBack.String(), "budget used up: 3 per 1m0s")
 	require.Equal(t, 40*time.Second, report.RetryAfter)
 	require.True(t, report.Healthy, "D8")
 
@@ -354,8 +354,8 @@ func TestBreakerStopsForceDeletesWhenManyNodesFailAtOnce(t *testing.T) {
 				return
 			}
 			require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
-			require.Contains(t, report.Pods[0].HeldBack, "breaker open")
-			require.Contains(t, report.Pods[0].HeldBack, tt.wantWhy)
+			require.Contains(t, report.Pods[0].HeldBack.String(), "breaker open")
+			require.Contains(t, report.Pods[0].HeldBack.String(), tt.wantWhy)
 			require.Empty(t, pods.Deletes())
 		})
 	}
@@ -368,7 +368,7 @@ func TestBreakerThatCannotReadNodesHoldsBack(t *testing.T) {
 	report, err := newChecker(t, pods, health.Options{Breaker: health.Breaker{Nodes: nodes}}).CheckReport(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
-	require.Contains(t, report.Pods[0].HeldBack, "forbidden")
+	require.Contains(t, report.Pods[0].HeldBack.String(), "forbidden")
 }
 
 type decisionLog struct {

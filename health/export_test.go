@@ -12,17 +12,6 @@ import (
 // in test builds.
 
 const (
-	RuleTaintEvicted          = ruleTaintEvicted
-	RuleTerminatedByKubelet   = ruleTerminatedByKubelet
-	RuleGracefulDeletion      = ruleGracefulDeletion
-	RuleFinishedPod           = ruleFinishedPod
-	RuleFinishedPodIsDead     = ruleFinishedPodIsDead
-	RuleStaleDisruptionTarget = ruleStaleDisruptionTarget
-	RuleNodeGone              = ruleNodeGone
-	RuleOutOfService          = ruleOutOfService
-	RuleTerminatingTooLong    = ruleTerminatingTooLong
-	RuleNodeUnreachable       = ruleNodeUnreachable
-
 	ReasonDeletionByTaintManager = reasonDeletionByTaintManager
 	ForceDeleteNever             = forceDeleteNever
 	DefaultMemoryCapacity        = defaultMemoryCapacity
@@ -43,7 +32,7 @@ var (
 	GracefulDeletion      = gracefulDeletion
 	FinishedPod           = finishedPod
 	StaleDisruptionTarget = staleDisruptionTarget
-	NodeGone              = nodeGone
+	NodeGoneRule          = nodeGone
 	OutOfService          = outOfService
 	FactsOf               = factsOf
 )

@@ -58,8 +58,13 @@ type MemoryOptions struct {
 // Share one Memory between Checkers that see the same pods (see
 // Options.Memory), in particular between checkers built per reconcile:
 // a Checker with a Memory of its own forgets, when it is dropped, what it
-// deleted. A Memory is safe for concurrent use.
+// deleted. The zero Memory is ready to use, with the default bounds, as is
+// one made by NewMemory(MemoryOptions{}). A Memory is safe for concurrent
+// use.
 type Memory struct {
+	// once sets the bounds and the records up on first use, so that the
+	// zero Memory works.
+	once     sync.Once
 	capacity int
 	ttl      time.Duration
 
@@ -89,24 +94,35 @@ type rememberedUID struct {
 
 // NewMemory returns an empty Memory with the given bounds.
 func NewMemory(opts MemoryOptions) *Memory {
+	m := &Memory{}
+	m.once.Do(func() { m.setUp(opts) })
+	return m
+}
+
+// ready sets up a Memory that NewMemory did not make (the zero Memory)
+// with the default bounds; it costs one atomic load once set up.
+func (m *Memory) ready() *Memory {
+	m.once.Do(func() { m.setUp(MemoryOptions{}) })
+	return m
+}
+
+func (m *Memory) setUp(opts MemoryOptions) {
 	if opts.Capacity <= 0 {
 		opts.Capacity = defaultMemoryCapacity
 	}
 	if opts.TTL <= 0 {
 		opts.TTL = defaultMemoryTTL
 	}
-	return &Memory{
-		capacity:        opts.Capacity,
-		ttl:             opts.TTL,
-		deleted:         make(map[types.UID]time.Time),
-		sightings:       newSightings(opts.Capacity, opts.TTL),
-		dryRunSightings: newSightings(opts.Capacity, opts.TTL),
-	}
+	m.capacity, m.ttl = opts.Capacity, opts.TTL
+	m.deleted = make(map[types.UID]time.Time)
+	m.sightings = newSightings(opts.Capacity, opts.TTL)
+	m.dryRunSightings = newSightings(opts.Capacity, opts.TTL)
 }
 
 // len returns how many UIDs are remembered, expired ones included until they
 // are swept.
 func (m *Memory) len() int {
+	m.ready()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.size
@@ -114,6 +130,7 @@ func (m *Memory) len() int {
 
 // remembers reports whether uid was force-deleted and has not expired at now.
 func (m *Memory) remembers(uid types.UID, now time.Time) bool {
+	m.ready()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	expires, ok := m.deleted[uid]
@@ -125,6 +142,7 @@ func (m *Memory) remembers(uid types.UID, now time.Time) bool {
 // reads no clock, for the checks that only need to know that a pod was
 // force-deleted already (see Checker.run).
 func (m *Memory) holds(uid types.UID) bool {
+	m.ready()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.deleted[uid]
@@ -133,6 +151,7 @@ func (m *Memory) holds(uid types.UID) bool {
 
 // remember records that uid was force-deleted at now.
 func (m *Memory) remember(uid types.UID, now time.Time) {
+	m.ready()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweepLocked(now)

@@ -6,13 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Names of the node-aware rules.
-const (
-	ruleNodeGone           = "NodeGone"
-	ruleOutOfService       = "OutOfService"
-	ruleTerminatingTooLong = "TerminatingTooLong"
-)
-
 // defaultTerminatingMargin is how long past its deletion deadline a pod on a
 // node that is not Ready may stay terminating before TerminatingTooLong calls
 // it dead, in DefaultRules.
@@ -27,7 +20,7 @@ const defaultTerminatingMargin = 5 * time.Minute
 // rule costs live pods nothing without it. Its verdict is fenced: with its
 // node gone, the pod cannot run.
 func nodeGone() Rule {
-	return Rule{Name: ruleNodeGone, when: onGoneNode, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
+	return Rule{Name: RuleNodeGone, when: onGoneNode, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
 		if pod.Spec.NodeName == "" || !ev.gone(pod.Spec.NodeName) {
 			return Verdict{}, false
 		}
@@ -44,12 +37,11 @@ func nodeGone() Rule {
 // carries the node.kubernetes.io/out-of-service taint, which an admin or a
 // fencing tool sets on a node that is powered off. Its verdict is fenced.
 func outOfService() Rule {
-	return Rule{Name: ruleOutOfService, when: deleting, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
+	return Rule{Name: RuleOutOfService, when: deleting, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil || pod.Spec.NodeName == "" {
 			return Verdict{}, false
 		}
-		node, _, err := ev.node(pod.Spec.NodeName)
-		if err != nil || node == nil || !nodeOutOfService(node) {
+		if state, _ := ev.node(pod.Spec.NodeName); state != NodeOutOfService {
 			return Verdict{}, false
 		}
 		return Verdict{State: Dead, Fenced: true, Reason: ev.reason("deletionTimestamp set and node ", pod.Spec.NodeName, " is not Ready and out of service")}, true
@@ -58,7 +50,8 @@ func outOfService() Rule {
 
 // TerminatingTooLong returns the rule, named TerminatingTooLong, that marks
 // dead a pod that stays terminating for longer than margin past its
-// deletion deadline on a node that is not Ready. Both clocks must agree:
+// deletion deadline on a node that is down (NodeState.Down, other than
+// NodeGone, which rule NodeGone decides). Both clocks must agree:
 // margin has passed since the pod's deletionTimestamp (which already
 // includes its grace period), and its grace period plus margin have passed
 // since this Checker first saw it terminating, on its own clock, so that
@@ -71,31 +64,37 @@ func TerminatingTooLong(margin time.Duration) Rule {
 	if margin <= 0 {
 		margin = defaultTerminatingMargin
 	}
-	return Rule{Name: ruleTerminatingTooLong, when: deleting, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
+	return Rule{Name: RuleTerminatingTooLong, when: deleting, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil || pod.Spec.NodeName == "" {
 			return Verdict{}, false
 		}
-		node, _, err := ev.node(pod.Spec.NodeName)
-		if err != nil || node == nil || nodeReady(node) {
-			return Verdict{}, false
+		if state, _ := ev.node(pod.Spec.NodeName); !state.Down() || state == NodeGone {
+			return Verdict{}, false // NodeGone decides about a gone node
 		}
 		since := ev.terminatingSince(pod)
-		if now := ev.time(); now.Sub(pod.DeletionTimestamp.Time) < margin || now.Sub(since) < addSaturating(gracePeriod(pod), margin) {
+		now := ev.time()
+		// Both waits must end; no timestamp or grace period can shorten
+		// either (see remaining).
+		left := max(remaining(now.Sub(pod.DeletionTimestamp.Time), margin), remaining(now.Sub(since), addSaturating(gracePeriod(pod), margin)))
+		if left > 0 {
+			ev.retryIn(left)
 			return Verdict{}, false
 		}
 		return Verdict{State: Dead, Reason: ev.reason("terminating past its deletion deadline and margin on node ", pod.Spec.NodeName, ", which is not Ready")}, true
 	}}
 }
 
-// nodeFences reports whether node evidence alone shows that a pod's
-// containers on the node cannot run: the node is gone, or it is not Ready
-// and out of service. The node rules and the fencing policy share it.
-func nodeFences(node *corev1.Node, gone bool) bool {
-	return gone || (node != nil && nodeOutOfService(node))
-}
-
-// nodeOutOfService reports whether node is not Ready and carries the
-// out-of-service taint.
-func nodeOutOfService(node *corev1.Node) bool {
-	return !nodeReady(node) && hasTaint(node, corev1.TaintNodeOutOfService)
+// remaining returns how much of need is left after elapsed, without
+// overflow: zero once elapsed reaches need, and all of need while elapsed
+// is not positive (a clock behind, or a timestamp ahead; the wait is
+// measured again at the next check).
+func remaining(elapsed, need time.Duration) time.Duration {
+	switch {
+	case elapsed >= need:
+		return 0
+	case elapsed <= 0:
+		return need
+	default:
+		return need - elapsed
+	}
 }

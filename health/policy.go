@@ -26,8 +26,9 @@ const (
 	// FenceStateful, the default, requires fencing evidence for stateful
 	// pods: those owned by a StatefulSet, mounting a ReadWriteOnce or
 	// ReadWriteOncePod claim (or a claim whose access modes cannot be
-	// read, or an ephemeral volume whose claim template asks for one of
-	// those modes), or mounting an inline volume that one node at a time
+	// read: no Options.Claims, a read that fails, a claim that lists no
+	// mode), or a generic ephemeral volume whose claim template asks for
+	// one of those modes or for none, or mounting an inline volume that one node at a time
 	// writes. The inline types, by their field names in the pod spec,
 	// are the disks and LUNs attached to one node: iscsi, fc, rbd, cinder,
 	// awsElasticBlockStore, gcePersistentDisk, azureDisk, vsphereVolume,
@@ -99,9 +100,9 @@ func (p policy) needsFencing(ctx context.Context, pod *corev1.Pod) string {
 			if why := p.claimNeedsFencing(ctx, pod.Namespace, vol.PersistentVolumeClaim.ClaimName); why != "" {
 				return why
 			}
-		case vol.Ephemeral != nil && vol.Ephemeral.VolumeClaimTemplate != nil:
-			if single(vol.Ephemeral.VolumeClaimTemplate.Spec.AccessModes) {
-				return "mounts a single-writer ephemeral claim in volume " + vol.Name
+		case vol.Ephemeral != nil:
+			if why := ephemeralNeedsFencing(vol); why != "" {
+				return why
 			}
 		}
 	}
@@ -176,7 +177,7 @@ func malformed(pod *corev1.Pod) string {
 }
 
 func duplicateCondition(t corev1.PodConditionType) string {
-	return fmt.Sprintf("malformed: condition %q appears more than once; Kubernetes keeps one of each type", string(t))
+	return fmt.Sprintf("condition %q appears more than once; Kubernetes keeps one of each type", string(t))
 }
 
 func (p policy) claimNeedsFencing(ctx context.Context, namespace, name string) string {
@@ -194,8 +195,27 @@ func (p policy) claimNeedsFencing(ctx context.Context, namespace, name string) s
 	if len(modes) == 0 {
 		modes = claim.Spec.AccessModes
 	}
-	if single(modes) {
+	switch {
+	case len(modes) == 0:
+		// A getter that swallows NotFound, or a cache transform that
+		// strips the spec: modes that cannot be read count as stateful.
+		return "mounts claim " + name + " whose access modes cannot be read (the claim has none)"
+	case single(modes):
 		return "mounts single-writer claim " + name
+	}
+	return ""
+}
+
+// ephemeralNeedsFencing returns why a pod's generic ephemeral volume needs
+// fencing, or "": its claim template asks for a single-writer mode, or for
+// no mode at all (modes that cannot be read count as stateful).
+func ephemeralNeedsFencing(vol *corev1.Volume) string {
+	tmpl := vol.Ephemeral.VolumeClaimTemplate
+	switch {
+	case tmpl == nil || len(tmpl.Spec.AccessModes) == 0:
+		return "mounts ephemeral volume " + vol.Name + " whose access modes cannot be read (its claim template has none)"
+	case single(tmpl.Spec.AccessModes):
+		return "mounts a single-writer ephemeral claim in volume " + vol.Name
 	}
 	return ""
 }
@@ -211,10 +231,10 @@ func single(modes []corev1.PersistentVolumeAccessMode) bool {
 }
 
 // fenced reports whether the node evidence shows that pod's containers
-// cannot be running: its node is gone, or not Ready and out of service.
+// cannot be running: its node is Gone or OutOfService (NodeState.Fences).
 func fenced(pod *corev1.Pod, ev *evidence) bool {
-	node, gone, err := ev.node(pod.Spec.NodeName)
-	return err == nil && nodeFences(node, gone)
+	state, _ := ev.node(pod.Spec.NodeName)
+	return state.Fences()
 }
 
 func optedOut(pod *corev1.Pod) bool {

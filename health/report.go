@@ -35,8 +35,9 @@ const (
 	// pod's turn.
 	NotAttempted
 	// HeldBack: the pod is dead but was not force-deleted: the policy wants
-	// more evidence, the pod opted out, the breaker is open, or the budget
-	// is used up. PodReport.HeldBack says which.
+	// more evidence, the pod opted out or is malformed or unidentified,
+	// the breaker is open, or the budget is used up. PodReport.HeldBack
+	// says which (Hold.Reason).
 	HeldBack
 )
 
@@ -78,8 +79,9 @@ type PodReport struct {
 	Pod     *corev1.Pod
 	Verdict Verdict
 	Outcome Outcome
-	// HeldBack says why, when Outcome is HeldBack.
-	HeldBack string
+	// HeldBack says why, when Outcome is HeldBack; the zero Hold
+	// otherwise.
+	HeldBack Hold
 	// Err is the *DeleteError when Outcome is DeleteFailed.
 	Err error
 }
@@ -89,9 +91,18 @@ type Report struct {
 	Healthy bool
 	// Pods lists every pod the source returned, in the source's order.
 	Pods []PodReport
-	// RetryAfter, when not zero, is how soon a pod held back by the budget
-	// may be deleted, or a pod on an unreachable node becomes Unreachable
-	// once Options.UnreachableFor has passed, whichever comes first: check
-	// again then.
+	// RetryAfter, when not zero, is how soon a pod's verdict or outcome
+	// changes with time alone, whichever comes first: a pod held back by
+	// the budget may be deleted; a taint-evicted pod without node
+	// evidence is dead once its deletion deadline passes (TaintEvicted);
+	// a pod terminating on a node that is down is dead once its margin
+	// has passed (TerminatingTooLong); a pod on an unreachable node is
+	// Unreachable once Options.UnreachableFor has passed. It is measured
+	// on the Checker's clock. Check again then; zero means that no pod
+	// changes with time alone.
 	RetryAfter time.Duration
+	// NodeEvidence is the error that made node evidence unavailable
+	// during this check (it wraps ErrNodesUnavailable), or nil: every node
+	// not read before it counted as NodeUnknown.
+	NodeEvidence error
 }

@@ -64,14 +64,23 @@ func factsOf(pod *corev1.Pod) facts {
 // rule by its Name.
 type Rules []Rule
 
-// Names of the built-in rules, as they appear in Rule.Name and Verdict.Rule.
+// Names of the built-in rules, as they appear in Rule.Name and
+// Verdict.Rule. Drop a built-in rule by its name:
+//
+//	rules := slices.DeleteFunc(health.DefaultRules(), func(r health.Rule) bool { return r.Name == health.RuleTerminatingTooLong })
 const (
-	ruleTaintEvicted          = "TaintEvicted"
-	ruleTerminatedByKubelet   = "TerminatedByKubelet"
-	ruleGracefulDeletion      = "GracefulDeletion"
-	ruleFinishedPod           = "FinishedPod"
-	ruleFinishedPodIsDead     = "FinishedPodIsDead"
-	ruleStaleDisruptionTarget = "StaleDisruptionTarget"
+	RuleTaintEvicted          = "TaintEvicted"
+	RuleTerminatedByKubelet   = "TerminatedByKubelet"
+	RuleNodeGone              = "NodeGone"
+	RuleOutOfService          = "OutOfService"
+	RuleTerminatingTooLong    = "TerminatingTooLong"
+	RuleGracefulDeletion      = "GracefulDeletion"
+	RuleFinishedPod           = "FinishedPod"
+	RuleFinishedPodIsDead     = "FinishedPodIsDead"
+	RuleStaleDisruptionTarget = "StaleDisruptionTarget"
+	// RuleNodeUnreachable is the Verdict.Rule of an Unreachable pod (see
+	// Options.ReplaceUnreachable); it is not a Rule of its own.
+	RuleNodeUnreachable = "NodeUnreachable"
 )
 
 // reasonDeletionByTaintManager is the DisruptionTarget reason that the
@@ -87,16 +96,16 @@ const reasonDeletionByTaintManager = "DeletionByTaintManager"
 //     reason DeletionByTaintManager, which the taint-eviction controller
 //     sets for any NoExecute taint the pod does not tolerate, on a Ready
 //     node too. With node evidence (Options.Nodes), Dead when the node is
-//     gone (confirmed by Options.LiveNodes) or not Ready (Ready False or
-//     Unknown, or the node.kubernetes.io/unreachable or
-//     node.kubernetes.io/not-ready taint); on a Ready node the rule has no
-//     opinion, and the kubelet finishes the graceful deletion. Without node
-//     evidence (none configured, the lookup failed, or the node shows
-//     neither), Dead once the deletion deadline (the deletionTimestamp,
-//     which includes the grace period) has passed on the Checker's clock:
-//     a live kubelet would have removed the pod by then. Only a verdict on
-//     a gone or out-of-service node is fenced, so a stateful pod still
-//     waits for fencing evidence.
+//     down (NodeState.Down: NotReady, Unreachable, OutOfService, or Gone as
+//     confirmed by Options.LiveNodes); on a Ready node (NodeReady, stale
+//     taints or not) the rule has no opinion, and the kubelet finishes the
+//     graceful deletion. When the node's state is NodeUnknown (no node
+//     evidence configured, the lookup failed, no Ready condition), Dead
+//     once the deletion deadline (the deletionTimestamp, which includes the
+//     grace period) has passed on the Checker's clock: a live kubelet would
+//     have removed the pod by then; until then, Report.RetryAfter says when
+//     the deadline passes. Only a verdict on a Gone or OutOfService node is
+//     fenced, so a stateful pod still waits for fencing evidence.
 //  2. TerminatedByKubelet: phase Failed and DisruptionTarget=True with reason
 //     TerminationByKubelet: Dead, with or without a deletionTimestamp.
 //  3. NodeGone: a pod bound to a node that a live read confirms gone
@@ -105,8 +114,8 @@ const reasonDeletionByTaintManager = "DeletionByTaintManager"
 //     fenced, as Kubernetes' pod garbage collector would decide after its
 //     quarantine.
 //  4. OutOfService and TerminatingTooLong (with a margin of 5 minutes): a
-//     terminating pod whose node is not Ready and out of service, or not
-//     Ready while the pod stays terminating for the margin past its
+//     terminating pod whose node is NodeOutOfService, or down (NotReady,
+//     Unreachable or OutOfService) while the pod stays terminating for the margin past its
 //     deletion deadline (and its grace period plus the margin since the
 //     Checker first saw it terminating, on its own clock): Dead.
 //     NodeGone, OutOfService and TerminatingTooLong need node evidence;
@@ -220,25 +229,26 @@ func (rs Rules) validate() error {
 // taintEvicted marks dead a pod that the taint-eviction controller is
 // deleting when no kubelet will finish the graceful deletion: its node is
 // gone or not Ready, or, without node evidence, its deletion deadline has
-// passed. On a Ready node (an admin's NoExecute maintenance taint) it has
-// no opinion, and GracefulDeletion keeps the pod terminating. Its verdict
-// is fenced only when the node evidence fences (see nodeFences).
+// passed (until then, the report's RetryAfter says when it will). On a
+// Ready node (an admin's NoExecute maintenance taint) it has no opinion,
+// and GracefulDeletion keeps the pod terminating. Its verdict is fenced
+// only when the node's state fences (see NodeState.Fences).
 func taintEvicted() Rule {
-	return Rule{Name: ruleTaintEvicted, when: deleting | disrupted, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
+	return Rule{Name: RuleTaintEvicted, when: deleting | disrupted, withEvidence: func(pod *corev1.Pod, ev *evidence) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil || !hasDisruptionTarget(pod, reasonDeletionByTaintManager) {
 			return Verdict{}, false
 		}
 		const why = "deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager"
-		node, gone, err := ev.node(pod.Spec.NodeName)
-		switch {
-		case err == nil && gone:
+		switch state, _ := ev.node(pod.Spec.NodeName); {
+		case state == NodeGone:
 			return Verdict{State: Dead, Fenced: true, Reason: ev.reason(why+", node ", pod.Spec.NodeName, " is gone")}, true
-		case err == nil && nodeDown(node):
-			return Verdict{State: Dead, Fenced: nodeFences(node, false), Reason: ev.reason(why+", node ", pod.Spec.NodeName, " is not Ready")}, true
-		case err == nil && nodeUp(node):
+		case state.Down():
+			return Verdict{State: Dead, Fenced: state.Fences(), Reason: ev.reason(why+", node ", pod.Spec.NodeName, " is not Ready")}, true
+		case state == NodeReady:
 			return Verdict{}, false // a live kubelet finishes the graceful deletion
 		}
-		if !ev.deletionOverdue(pod) {
+		if left := ev.untilDeletionDeadline(pod); left > 0 {
+			ev.retryIn(left) // dead when the deadline passes
 			return Verdict{}, false
 		}
 		return Verdict{State: Dead, Reason: why + ", no node evidence, and the deletion deadline has passed"}, true
@@ -249,7 +259,7 @@ func taintEvicted() Rule {
 // for a disruption (node shutdown, resource pressure): its containers are
 // gone already.
 func terminatedByKubelet() Rule {
-	return Rule{Name: ruleTerminatedByKubelet, when: terminal | disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleTerminatedByKubelet, when: terminal | disrupted, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if pod.Status.Phase != corev1.PodFailed || !hasDisruptionTarget(pod, corev1.PodReasonTerminationByKubelet) {
 			return Verdict{}, false
 		}
@@ -261,7 +271,7 @@ func terminatedByKubelet() Rule {
 // comes after the rules that recognise dead pods: on its own it protects
 // every graceful shutdown, such as a drain's.
 func gracefulDeletion() Rule {
-	return Rule{Name: ruleGracefulDeletion, when: deleting, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleGracefulDeletion, when: deleting, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if pod.DeletionTimestamp == nil {
 			return Verdict{}, false
 		}
@@ -276,7 +286,7 @@ func gracefulDeletion() Rule {
 // finishedPod marks a pod in phase Succeeded or Failed as Finished: not
 // alive, and left alone.
 func finishedPod() Rule {
-	return Rule{Name: ruleFinishedPod, when: terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleFinishedPod, when: terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if !isTerminalPhase(pod) {
 			return Verdict{}, false
 		}
@@ -291,7 +301,7 @@ func finishedPod() Rule {
 //
 //	rules := append(health.Rules{health.FinishedPodIsDead()}, health.DefaultRules()...)
 func FinishedPodIsDead() Rule {
-	return Rule{Name: ruleFinishedPodIsDead, when: terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
+	return Rule{Name: RuleFinishedPodIsDead, when: terminal, Classify: func(pod *corev1.Pod) (Verdict, bool) {
 		if !isTerminalPhase(pod) || pod.DeletionTimestamp != nil {
 			return Verdict{}, false
 		}
@@ -303,7 +313,7 @@ func FinishedPodIsDead() Rule {
 // DisruptionTarget=True but no deletionTimestamp: the disruption was called
 // off or has not happened, and the condition may be stale.
 func staleDisruptionTarget() Rule {
-	return Rule{Name: ruleStaleDisruptionTarget, when: disrupted, Classify: classifyStaleDisruptionTarget}
+	return Rule{Name: RuleStaleDisruptionTarget, when: disrupted, Classify: classifyStaleDisruptionTarget}
 }
 
 // classifyStaleDisruptionTarget is staleDisruptionTarget's Classify. It is

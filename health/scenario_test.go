@@ -451,29 +451,27 @@ func (o oracle) firstSeen(uid types.UID) time.Time {
 }
 
 // state is the verdict of the default rules, in their documented order,
-// then the ReplaceUnreachable policy:
+// then the ReplaceUnreachable policy, with a node's state as wantNodeState
+// reads it:
 //   - TaintEvicted: deletionTimestamp and DisruptionTarget=True reason
-//     DeletionByTaintManager: Dead when the node is down (Ready False or
-//     Unknown, or an unreachable or not-ready taint of any effect); no
-//     opinion when it is up (Ready True, neither taint); otherwise (no
-//     node evidence, or neither up nor down) Dead once the
-//     deletionTimestamp is not after now;
+//     DeletionByTaintManager: Dead when the node is down (NotReady,
+//     Unreachable or OutOfService); no opinion when it is Ready (whatever
+//     its taints); when it is unknown (no node evidence, not cached, no
+//     Ready condition), Dead once the deletionTimestamp is not after now;
 //   - TerminatedByKubelet: phase Failed and DisruptionTarget=True reason
 //     TerminationByKubelet: Dead;
 //   - NodeGone never matches: no live read confirms a node gone;
-//   - OutOfService: deletionTimestamp, node not Ready (Ready missing or not
-//     True) with the out-of-service taint: Dead;
-//   - TerminatingTooLong: deletionTimestamp, node not Ready, 5 minutes past
+//   - OutOfService: deletionTimestamp, node OutOfService: Dead;
+//   - TerminatingTooLong: deletionTimestamp, node down, 5 minutes past
 //     the deletionTimestamp and the grace period plus 5 minutes past the
 //     first sighting: Dead;
 //   - GracefulDeletion: any other deletionTimestamp: Terminating;
 //   - FinishedPod: phase Succeeded or Failed: Finished;
 //   - otherwise Alive, or Unreachable under ReplaceUnreachable when the pod
-//     is bound to a node whose Ready is Unknown or False and that carries
-//     the unreachable or not-ready taint with effect NoExecute, for
-//     UnreachableFor both since the Ready condition's lastTransitionTime
-//     and since the first sighting (an UnreachableFor of zero reads no
-//     clock), and the pod needs no fencing.
+//     needs no fencing and is bound to a node that is Unreachable or
+//     OutOfService, for UnreachableFor both since the Ready condition's
+//     lastTransitionTime and since the first sighting (an UnreachableFor of
+//     zero reads no clock).
 func (o oracle) state(p *corev1.Pod) health.State {
 	disruptedFor := func(reason string) bool {
 		for _, c := range p.Status.Conditions {
@@ -483,26 +481,27 @@ func (o oracle) state(p *corev1.Pod) health.State {
 		}
 		return false
 	}
-	node := o.node(p)
+	node := wantNodeState(o.node(p))
+	down := node == notReadyNode || node == unreachableNode || node == outOfServiceNode
 	deleting := p.DeletionTimestamp != nil
 	switch {
 	case deleting && disruptedFor(health.ReasonDeletionByTaintManager) &&
-		(node != nil && nodeIsDown(node) || !(node != nil && nodeIsUp(node)) && !o.now.Before(p.DeletionTimestamp.Time)):
+		(down || node == unknownNode && !o.now.Before(p.DeletionTimestamp.Time)):
 		return health.Dead
 	case p.Status.Phase == corev1.PodFailed && disruptedFor(corev1.PodReasonTerminationByKubelet):
 		return health.Dead
-	case deleting && node != nil && nodeOutOfService(node):
+	case deleting && node == outOfServiceNode:
 		return health.Dead
-	case deleting && node != nil && readyIs(node) != corev1.ConditionTrue &&
+	case deleting && down &&
 		!o.now.Before(p.DeletionTimestamp.Add(5*time.Minute)) && !o.now.Before(o.firstSeen(p.UID).Add(wantGrace(p)+5*time.Minute)):
 		return health.Dead
 	case deleting:
 		return health.Terminating
 	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
 		return health.Finished
-	case o.ev != nil && o.ev.replace && node != nil && nodeMarkedUnreachable(node) &&
+	case o.ev != nil && o.ev.replace && (node == unreachableNode || node == outOfServiceNode) &&
 		(o.ev.unreachableFor == 0 ||
-			!o.now.Before(readyTransition(node).Add(o.ev.unreachableFor)) && !o.now.Before(o.firstSeen("node").Add(o.ev.unreachableFor))) &&
+			!o.now.Before(readyTransition(o.node(p)).Add(o.ev.unreachableFor)) && !o.now.Before(o.firstSeen("node").Add(o.ev.unreachableFor))) &&
 		!wantNeedsFencing(p):
 		return health.Unreachable
 	default:
@@ -535,7 +534,7 @@ func (o oracle) heldBack(p *corev1.Pod) bool {
 	if killedByKubelet(p) {
 		return false
 	}
-	if node := o.node(p); node != nil && nodeOutOfService(node) {
+	if wantNodeState(o.node(p)) == outOfServiceNode {
 		return false
 	}
 	return wantNeedsFencing(p)
@@ -543,8 +542,9 @@ func (o oracle) heldBack(p *corev1.Pod) bool {
 
 // wantNeedsFencing restates FenceStateful without a ClaimGetter: owned by
 // a StatefulSet, mounting any claim (the modes are unknown), an ephemeral
-// volume whose claim template asks for ReadWriteOnce or ReadWriteOncePod,
-// or an inline volume that one node at a time writes.
+// volume whose claim template asks for ReadWriteOnce or ReadWriteOncePod or
+// for no mode (modes that cannot be read), or an inline volume that one
+// node at a time writes.
 func wantNeedsFencing(p *corev1.Pod) bool {
 	for _, ref := range p.OwnerReferences {
 		if ref.Kind == "StatefulSet" {
@@ -555,10 +555,10 @@ func wantNeedsFencing(p *corev1.Pod) bool {
 		switch s := v.VolumeSource; {
 		case s.PersistentVolumeClaim != nil:
 			return true
-		case s.Ephemeral != nil && s.Ephemeral.VolumeClaimTemplate != nil &&
+		case s.Ephemeral != nil && (s.Ephemeral.VolumeClaimTemplate == nil || len(s.Ephemeral.VolumeClaimTemplate.Spec.AccessModes) == 0 ||
 			slices.ContainsFunc(s.Ephemeral.VolumeClaimTemplate.Spec.AccessModes, func(m corev1.PersistentVolumeAccessMode) bool {
 				return m == corev1.ReadWriteOnce || m == corev1.ReadWriteOncePod
-			}):
+			})):
 			return true
 		case s.ISCSI != nil, s.FC != nil, s.RBD != nil, s.Cinder != nil, s.AWSElasticBlockStore != nil,
 			s.GCEPersistentDisk != nil, s.AzureDisk != nil, s.VsphereVolume != nil, s.PortworxVolume != nil,
@@ -609,22 +609,38 @@ func nodeHasTaint(n *corev1.Node, key string, effect corev1.TaintEffect) bool {
 	})
 }
 
-func nodeIsDown(n *corev1.Node) bool {
-	r := readyIs(n)
-	return nodeHasTaint(n, corev1.TaintNodeUnreachable, "") || nodeHasTaint(n, corev1.TaintNodeNotReady, "") ||
-		r == corev1.ConditionFalse || r == corev1.ConditionUnknown
-}
+// The node states of the documentation, restated for the oracle.
+const (
+	unknownNode = iota
+	readyNode
+	notReadyNode
+	unreachableNode
+	outOfServiceNode
+)
 
-func nodeIsUp(n *corev1.Node) bool { return !nodeIsDown(n) && readyIs(n) == corev1.ConditionTrue }
-
-func nodeOutOfService(n *corev1.Node) bool {
-	return readyIs(n) != corev1.ConditionTrue && nodeHasTaint(n, corev1.TaintNodeOutOfService, "")
-}
-
-func nodeMarkedUnreachable(n *corev1.Node) bool {
-	r := readyIs(n)
-	return (r == corev1.ConditionUnknown || r == corev1.ConditionFalse) &&
-		(nodeHasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) || nodeHasTaint(n, corev1.TaintNodeNotReady, corev1.TaintEffectNoExecute))
+// wantNodeState restates NodeStateOf: unknown for no node, no Ready
+// condition or a status other than True, False and Unknown; ready when
+// Ready is True, whatever the taints; otherwise out of service with the
+// out-of-service taint (any effect), unreachable with the unreachable or
+// not-ready taint with effect NoExecute, and not ready without either.
+func wantNodeState(n *corev1.Node) int {
+	if n == nil {
+		return unknownNode
+	}
+	switch readyIs(n) {
+	case corev1.ConditionTrue:
+		return readyNode
+	case corev1.ConditionFalse, corev1.ConditionUnknown:
+	default:
+		return unknownNode
+	}
+	switch {
+	case nodeHasTaint(n, corev1.TaintNodeOutOfService, ""):
+		return outOfServiceNode
+	case nodeHasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute), nodeHasTaint(n, corev1.TaintNodeNotReady, corev1.TaintEffectNoExecute):
+		return unreachableNode
+	}
+	return notReadyNode
 }
 
 // countsAsDeleted is the Deleter contract: success, NotFound and a failed
@@ -853,7 +869,7 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, or oracle, o outcome,
 				want = health.NotAttempted
 				require.False(t, sent, "pod %s was deleted after the context ended", p.Name)
 			case p.UID == "" || p.Name == "":
-				want = health.DeleteFailed
+				want = health.HeldBack // unidentified: row D9, not D5
 				require.False(t, sent, "pod %q without a name or UID was deleted", p.Name)
 			case removedBefore[p.UID]:
 				want = health.DeletedEarlier
@@ -879,7 +895,7 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, or oracle, o outcome,
 			require.Equal(t, state, got.Verdict.State, "verdict of pod %s: %+v", p.Name, got.Verdict)
 			require.Equal(t, want, got.Outcome, "outcome of pod %s (%v)", p.Name, state)
 			require.Equal(t, want == health.DeleteFailed, got.Err != nil, "pod %s: outcome %v with error %v", p.Name, got.Outcome, got.Err)
-			require.Equal(t, want == health.HeldBack, got.HeldBack != "", "pod %s: outcome %v held back for %q", p.Name, got.Outcome, got.HeldBack)
+			require.Equal(t, want == health.HeldBack, got.HeldBack.Reason != health.NotHeld, "pod %s: outcome %v held back for %q", p.Name, got.Outcome, got.HeldBack)
 		}
 	}
 	require.Equal(t, o.cancelled, stopped, "the context ended during a delete: %v; the oracle saw it: %v", o.cancelled, stopped)

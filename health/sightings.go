@@ -101,6 +101,15 @@ func (s *sightings) peek(key string, now time.Time) (time.Time, bool) {
 	return x.first, true
 }
 
+// forget drops key, so that its next sighting is a first one.
+func (s *sightings) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.seen[key]; ok {
+		s.removeLocked(e)
+	}
+}
+
 func (s *sightings) removeLocked(e *list.Element) {
 	delete(s.seen, e.Value.(*sighting).key)
 	s.order.Remove(e)
@@ -142,4 +151,9 @@ func (c *checkSightings) see(key string, now time.Time) time.Time {
 		}
 	}
 	return first
+}
+
+// forget drops key from the record this check writes.
+func (c *checkSightings) forget(key string) {
+	c.record.forget(key)
 }

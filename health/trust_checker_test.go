@@ -408,7 +408,7 @@ func TestPanickingDeleterKeepsItsBudgetCharge(t *testing.T) {
 	report, err := newChecker(t, store, health.Options{Budget: budget, Memory: memory}).CheckReport(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
-	require.Contains(t, report.Pods[0].HeldBack, "budget")
+	require.Contains(t, report.Pods[0].HeldBack.String(), "budget")
 	require.Empty(t, store.Deletes())
 }
 
@@ -507,7 +507,7 @@ func TestGettersAnsweringNothingAreUnknown(t *testing.T) {
 			require.Equal(t, append([]health.Outcome{health.NoAction}, tt.want...), outcomes(report))
 			for _, p := range report.Pods {
 				if p.Outcome == health.HeldBack {
-					require.Contains(t, p.HeldBack, tt.heldBack)
+					require.Contains(t, p.HeldBack.String(), tt.heldBack)
 				}
 			}
 			require.Empty(t, pods.Deletes())

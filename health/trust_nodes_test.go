@@ -61,8 +61,9 @@ func TestTaintEvictionIsANodeFailureOnlyOnANodeThatIsNotReady(t *testing.T) {
 		{"real healthy node, a day past the deadline: still terminating", "node-healthy", []*corev1.Node{fixtureNode(t, "node-healthy.json")}, deadline.Add(24 * time.Hour), health.Terminating, health.RuleGracefulDeletion},
 		{"real lost node, before the deadline: dead at once", "node-lost", []*corev1.Node{fixtureNode(t, "node-lost.json")}, deadline.Add(-25 * time.Second), health.Dead, health.RuleTaintEvicted},
 		{"Ready False: dead", "n1", []*corev1.Node{newNode("n1", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse })}, deadline.Add(-time.Second), health.Dead, health.RuleTaintEvicted},
-		{"Ready True but the not-ready taint: dead", "n1", []*corev1.Node{newNode("n1", taint(corev1.TaintNodeNotReady))}, deadline.Add(-time.Second), health.Dead, health.RuleTaintEvicted},
-		{"Ready True but the unreachable taint: dead", "n1", []*corev1.Node{newNode("n1", taint(corev1.TaintNodeUnreachable))}, deadline.Add(-time.Second), health.Dead, health.RuleTaintEvicted},
+		{"Ready True with a leftover not-ready taint is Ready: terminating, even past the deadline", "n1", []*corev1.Node{newNode("n1", taint(corev1.TaintNodeNotReady))}, deadline.Add(time.Hour), health.Terminating, health.RuleGracefulDeletion},
+		{"Ready True with a leftover unreachable taint is Ready: terminating, even past the deadline", "n1", []*corev1.Node{newNode("n1", taint(corev1.TaintNodeUnreachable))}, deadline.Add(time.Hour), health.Terminating, health.RuleGracefulDeletion},
+		{"Ready Unknown with the unreachable taint: dead", "n1", []*corev1.Node{newNode("n1", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown }, taint(corev1.TaintNodeUnreachable))}, deadline.Add(-time.Second), health.Dead, health.RuleTaintEvicted},
 		{"Ready with a maintenance taint: terminating", "n1", []*corev1.Node{newNode("n1", taint("example.com/maintenance"))}, deadline.Add(time.Hour), health.Terminating, health.RuleGracefulDeletion},
 		{"no Ready condition at all is no evidence: before the deadline, terminating", "n1", []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, deadline.Add(-time.Second), health.Terminating, health.RuleGracefulDeletion},
 		{"no Ready condition at all is no evidence: past the deadline, dead", "n1", []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, deadline, health.Dead, health.RuleTaintEvicted},
@@ -192,7 +193,7 @@ func TestBreakerWithNoNodesHoldsForceDeletesBack(t *testing.T) {
 	report, err := checker.CheckReport(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, health.HeldBack, report.Pods[1].Outcome)
-	require.Equal(t, "breaker open: cannot read node health: no nodes seen", report.Pods[1].HeldBack)
+	require.Equal(t, "breaker open: cannot read node health: no nodes seen", report.Pods[1].HeldBack.String())
 	require.Empty(t, pods.Deletes())
 	require.True(t, report.Healthy, "D8: a held-back pod counts in neither column")
 }

@@ -69,7 +69,7 @@ func TestSingleWriterInlineVolumeNeedsFencing(t *testing.T) {
 
 			got, deletes := checkOnePod(t, pod(), lost, health.Options{})
 			require.Equal(t, health.HeldBack, got.Outcome, "FenceStateful without fencing evidence")
-			require.Contains(t, got.HeldBack, fmt.Sprintf("inline %s volume disk", v.kind))
+			require.Contains(t, got.HeldBack.String(), fmt.Sprintf("inline %s volume disk", v.kind))
 			require.Empty(t, deletes)
 
 			got, deletes = checkOnePod(t, pod(), lost, health.Options{Fencing: health.FenceNever})
@@ -125,7 +125,7 @@ func TestNodeLocalAndSharedInlineVolumesStayStateless(t *testing.T) {
 	t.Run("one single-writer volume among them", func(t *testing.T) {
 		got, deletes := checkOnePod(t, newPod("p", append(opts, inlineVolume(sources["hostPath"]), inlineVolume(singleWriterInlineVolumes[0].src))...), lost, health.Options{})
 		require.Equal(t, health.HeldBack, got.Outcome)
-		require.Contains(t, got.HeldBack, "inline iscsi volume")
+		require.Contains(t, got.HeldBack.String(), "inline iscsi volume")
 		require.Empty(t, deletes)
 	})
 }
@@ -195,9 +195,9 @@ func TestMalformedPodIsHeldBack(t *testing.T) {
 			got, deletes := checkOnePod(t, tt.pod, tt.node, tt.opts)
 			require.Equal(t, health.Dead, got.Verdict.State, "the verdict stands: %+v", got.Verdict)
 			require.Equal(t, health.HeldBack, got.Outcome)
-			require.Contains(t, got.HeldBack, "malformed")
-			require.Contains(t, got.HeldBack, tt.wantType)
-			require.Contains(t, got.HeldBack, "more than once")
+			require.Contains(t, got.HeldBack.String(), "malformed")
+			require.Contains(t, got.HeldBack.String(), tt.wantType)
+			require.Contains(t, got.HeldBack.String(), "more than once")
 			require.Empty(t, deletes)
 		})
 	}

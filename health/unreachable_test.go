@@ -312,6 +312,14 @@ type flap struct {
 // one), and the number of such episodes.
 func runNodeTimeline(t *testing.T, unreachableFor time.Duration, timeline []flap) (unhealthyChecks, episodes int) {
 	t.Helper()
+	return runNodeTimelineOf(t, unreachableFor, timeline, true)
+}
+
+// runNodeTimelineOf is runNodeTimeline, with the Ready condition's
+// lastTransitionTime set at each change or, without transitionTimes, never
+// (the field is optional).
+func runNodeTimelineOf(t *testing.T, unreachableFor time.Duration, timeline []flap, transitionTimes bool) (unhealthyChecks, episodes int) {
+	t.Helper()
 	start := unreachableSince.Add(-time.Hour)
 	clk := clocktesting.NewFakePassiveClock(start)
 	nodes := fake.NewNodes(newNode("n1"))
@@ -326,6 +334,9 @@ func runNodeTimeline(t *testing.T, unreachableFor time.Duration, timeline []flap
 		if f.unreachable {
 			markedUnreachable(n)
 			n.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now())
+		}
+		if !transitionTimes {
+			n.Status.Conditions[0].LastTransitionTime = metav1.Time{}
 		}
 		nodes.Set(n)
 		for range int(f.for_ / time.Second) {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/nilcheck"
 )
 
 var _ health.PodSource = (*filtered)(nil)
@@ -31,10 +32,11 @@ var _ health.PodSource = (*filtered)(nil)
 // errors.Is, errors.As and apierrors.IsXxx still reach it.
 //
 // The filtered source is safe for concurrent use when src and keep are.
-// Filter returns an error if src or keep is nil.
+// Filter returns an error if src or keep is nil, or src is a typed nil (a
+// nil pointer in the interface), as health.New refuses one.
 func Filter(src health.PodSource, keep func(*corev1.Pod) bool) (health.PodSource, error) {
-	if src == nil {
-		return nil, errors.New("podsource: Filter: nil PodSource")
+	if nilcheck.IsNil(src) {
+		return nil, errors.New("podsource: Filter: nil PodSource (a typed nil, such as a nil *kube.ListerSource, too)")
 	}
 	if keep == nil {
 		return nil, errors.New("podsource: Filter: nil keep function")

@@ -193,7 +193,7 @@ func TestFilterPassesTheConformanceSuite(t *testing.T) {
 	}
 }
 
-func TestFilterRefusesANilSourceOrKeep(t *testing.T) {
+func TestFilterRefusesANilOrTypedNilSourceOrKeep(t *testing.T) {
 	tests := []struct {
 		name    string
 		src     health.PodSource
@@ -203,6 +203,11 @@ func TestFilterRefusesANilSourceOrKeep(t *testing.T) {
 		{"nil source", nil, named("a"), "nil PodSource"},
 		{"nil keep", fake.New(fake.Options{}), nil, "nil keep"},
 		{"both nil", nil, nil, "nil PodSource"},
+		// A constructor's nil result kept by a caller who ignored its
+		// error: health.New refuses it, and so does Filter, so that the
+		// check never panics on it.
+		{"typed nil source", (*fake.Pods)(nil), named("a"), "nil PodSource"},
+		{"typed nil func source", health.PodSourceFunc(nil), named("a"), "nil PodSource"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/podsource"
 	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
 	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
-	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 const ns = "default"
@@ -221,7 +221,7 @@ func TestADeadPodIsForceDeletedAndReplacedOnce(t *testing.T) {
 	require.Len(t, pods, 1, "the dead pod is gone and one replacement exists")
 	require.NotEqual(t, dead.UID, pods[0].UID)
 	require.Equal(t, 1, c.count("delete Pod"))
-	require.Equal(t, []string{kube.ReasonForceDeleted, ReasonCreatedReplacement}, c.recorder.reasons())
+	require.Equal(t, []string{podsource.ReasonForceDeleted, ReasonCreatedReplacement}, c.recorder.reasons())
 	for _, e := range c.recorder.events {
 		regarding, ok := e.regarding.(*corev1.ConfigMap)
 		require.True(t, ok, "the event regards a %T, want the registry", e.regarding)

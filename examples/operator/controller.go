@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 	"github.com/podhealth/podhealth/replacements"
 )
@@ -423,7 +424,7 @@ func (c *controller) sync(ctx context.Context, w string) error {
 	}
 	c.expect.Created(w, pod)
 	log.Info("created replacement pod", "namespace", pod.Namespace, "name", pod.Name, "uid", string(pod.UID))
-	c.recorder.Eventf(kube.PodReference(pod), corev1.EventTypeNormal, ReasonCreatedReplacement,
+	c.recorder.Eventf(podsource.PodReference(pod), corev1.EventTypeNormal, ReasonCreatedReplacement,
 		"Created replacement pod %s/%s for workload %s, which had no live pod", pod.Namespace, pod.Name, w)
 	return nil
 }

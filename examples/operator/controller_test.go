@@ -31,7 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/podhealth/podhealth/internal/testutil"
-	"github.com/podhealth/podhealth/podsource/kube"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/replacements"
 )
 
@@ -228,7 +228,7 @@ func TestSyncHoldsBackOverTheBudgetAndChecksAgainWhenItAllows(t *testing.T) {
 		e := <-rec.Events
 		reasons = append(reasons, strings.Fields(e)[1])
 	}
-	require.ElementsMatch(t, []string{kube.ReasonForceDeleted, kube.ReasonHeldBack, ReasonCreatedReplacement}, reasons)
+	require.ElementsMatch(t, []string{podsource.ReasonForceDeleted, podsource.ReasonHeldBack, ReasonCreatedReplacement}, reasons)
 
 	require.Zero(t, c.queue.Len(), "requeued before the budget allows another delete")
 	fakeClock.Step(time.Minute)

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podhealth/podhealth/health"
-	"github.com/podhealth/podhealth/podsource/kube"
+	"github.com/podhealth/podhealth/podsource"
 )
 
 // ReasonDeletedSurplus is the reason of the Normal event recorded on each
@@ -54,7 +54,7 @@ func (c *controller) removeSurplus(ctx context.Context, w string, report health.
 		switch {
 		case err == nil:
 			log.Info("deleted surplus pod", "namespace", pod.Namespace, "name", pod.Name, "uid", string(pod.UID), "kept", alive[0].Name)
-			c.recorder.Eventf(kube.PodReference(pod), corev1.EventTypeNormal, ReasonDeletedSurplus,
+			c.recorder.Eventf(podsource.PodReference(pod), corev1.EventTypeNormal, ReasonDeletedSurplus,
 				"Deleted surplus pod %s/%s of workload %s, which has %d live pods and wants %d; kept %s",
 				pod.Namespace, pod.Name, w, len(alive), wantedPods, alive[0].Name)
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):

@@ -19,8 +19,8 @@ import (
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/podsource"
 	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
-	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 // orphan returns a running pod (no deletionTimestamp) bound to node.
@@ -50,14 +50,14 @@ func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 			cache: []client.Object{lost, healthy}, live: []client.Object{lost, healthy},
 			pods: []*corev1.Pod{alive, evicted}, opts: crh.Options{EventObject: owner},
 			wantHealthy: true, wantGone: []string{evicted.Name}, wantKept: []string{alive.Name},
-			wantEvents: []string{kube.ReasonForceDeleted},
+			wantEvents: []string{podsource.ReasonForceDeleted},
 		},
 		{
 			name:  "running pod whose node the cache and the live reader both miss: gone (NodeGone)",
 			cache: []client.Object{healthy}, live: []client.Object{healthy},
 			pods:        []*corev1.Pod{alive, orphan(t, "node-deleted")},
 			wantHealthy: true, wantGone: []string{"orphan"}, wantKept: []string{alive.Name},
-			wantEvents: []string{kube.ReasonForceDeleted},
+			wantEvents: []string{podsource.ReasonForceDeleted},
 		},
 		{
 			name:  "node missing only from a lagging cache: the live read keeps the pod",
@@ -76,7 +76,7 @@ func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 			cache: []client.Object{lost}, live: []client.Object{lost},
 			pods: []*corev1.Pod{evicted}, opts: crh.Options{Health: health.Options{DryRun: true}},
 			wantHealthy: false, wantKept: []string{evicted.Name},
-			wantEvents: []string{kube.ReasonWouldForceDelete},
+			wantEvents: []string{podsource.ReasonWouldForceDelete},
 		},
 	}
 	for _, tc := range tests {

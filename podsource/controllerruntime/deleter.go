@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podhealth/podhealth/health"
-	"github.com/podhealth/podhealth/podsource/kube"
+	"github.com/podhealth/podhealth/podsource"
 )
 
 var _ health.Deleter = (*Deleter)(nil)
@@ -22,8 +22,8 @@ var _ health.Deleter = (*Deleter)(nil)
 //
 // Like podsource/kube's Deleter, it is bound to one namespace and a label
 // selector (or, when asked, to the whole namespace with
-// kube.WholeNamespace()), and refuses without sending anything a pod
-// outside that scope (*kube.OutOfScopeError) and a pod without a name or a
+// podsource.WholeNamespace()), and refuses without sending anything a pod
+// outside that scope (*podsource.OutOfScopeError) and a pod without a name or a
 // UID (health.ErrUnidentifiedPod).
 //
 // A Deleter is safe for concurrent use when its writer is, as the manager's
@@ -36,12 +36,12 @@ type Deleter struct {
 
 // NewDeleter returns a Deleter that sends its DELETE requests through
 // writer and only deletes pods of namespace that match selector. Both are
-// required and refused as NewPodSource refuses them (kube.ValidateScope).
+// required and refused as NewPodSource refuses them (podsource.ValidateScope).
 func NewDeleter(writer client.Writer, namespace string, selector labels.Selector) (*Deleter, error) {
 	if isNil(writer) {
 		return nil, errors.New("controllerruntime: NewDeleter: nil client.Writer")
 	}
-	if err := kube.ValidateScope(namespace, selector); err != nil {
+	if err := podsource.ValidateScope(namespace, selector); err != nil {
 		return nil, fmt.Errorf("controllerruntime: NewDeleter: %w", err)
 	}
 	return &Deleter{writer: writer, namespace: namespace, selector: selector}, nil
@@ -84,24 +84,15 @@ func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // InScope returns nil when pod is in the Deleter's scope (its namespace
-// and its label selector), else a *kube.OutOfScopeError.
+// and its label selector), else a *podsource.OutOfScopeError.
 func (d *Deleter) InScope(pod *corev1.Pod) error {
-	if pod.Namespace != d.namespace {
-		return &kube.OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, Reason: fmt.Sprintf("namespace %q is not %q", pod.Namespace, d.namespace)}
-	}
-	if d.selector == nil {
-		return &kube.OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, Reason: "the Deleter has no label selector (not built by NewDeleter)"}
-	}
-	if !d.selector.Matches(labels.Set(pod.Labels)) {
-		return &kube.OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace, ScopeSelector: d.selector.String(), Reason: fmt.Sprintf("labels do not match selector %q", d.selector.String())}
-	}
-	return nil
+	return podsource.InScope(pod, d.namespace, d.selector)
 }
 
 // deleteOptions returns the options of the force delete of pod: those of
-// kube.DeleteOptions (grace period 0, UID precondition), in the fields that
+// podsource.ForceDeleteOptions (grace period 0, UID precondition), in the fields that
 // controller-runtime sends (it overwrites the same fields of Raw).
 func deleteOptions(pod *corev1.Pod) *client.DeleteOptions {
-	raw := kube.DeleteOptions(string(pod.UID))
+	raw := podsource.ForceDeleteOptions(pod.UID)
 	return &client.DeleteOptions{GracePeriodSeconds: raw.GracePeriodSeconds, Preconditions: raw.Preconditions}
 }

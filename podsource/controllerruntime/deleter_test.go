@@ -16,10 +16,9 @@ import (
 	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/podsource"
 	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
-	"github.com/podhealth/podhealth/podsource/kube"
 )
 
-var conformanceSelector = kube.WholeNamespace()
+var conformanceSelector = podsource.WholeNamespace()
 
 // newConformanceDeleter builds a Deleter over a fakeapi client, which
 // answers deletes as the API server does.
@@ -98,7 +97,7 @@ func TestDeleterSendsGraceZeroAndTheUIDPreconditionAndNothingElse(t *testing.T) 
 	require.Empty(t, cmp.Diff(dead, arg), "ForceDelete changed its argument")
 	require.Len(t, n.deletes, 1)
 	got := n.deletes[0].AsDeleteOptions()
-	want := kube.DeleteOptions(string(dead.UID))
+	want := podsource.ForceDeleteOptions(dead.UID)
 	require.Empty(t, cmp.Diff(&want, got))
 	_, err = getPod(c)(context.Background(), "default", dead.Name)
 	require.True(t, apierrors.IsNotFound(err), "the dead pod is still there: %v", err)
@@ -145,12 +144,12 @@ func TestDeleterRefusesWithoutARequest(t *testing.T) {
 		check func(t *testing.T, err error)
 	}{
 		{"other labels", context.Background(), otherApp, func(t *testing.T, err error) {
-			var oos *kube.OutOfScopeError
+			var oos *podsource.OutOfScopeError
 			require.ErrorAs(t, err, &oos)
 			require.Equal(t, "app=registry", oos.ScopeSelector)
 		}},
 		{"other namespace", context.Background(), otherNS, func(t *testing.T, err error) {
-			var oos *kube.OutOfScopeError
+			var oos *podsource.OutOfScopeError
 			require.ErrorAs(t, err, &oos)
 			require.Equal(t, "default", oos.ScopeNamespace)
 		}},

@@ -15,7 +15,7 @@
 //     the live read that confirms that a node is gone;
 //   - EventObserver, a health.Observer that records events through
 //     controller-runtime's current recorder API (mgr.GetEventRecorder, the
-//     events.k8s.io/v1 recorder), with podsource/kube's reasons;
+//     events.k8s.io/v1 recorder), with podsource.EventFor's reasons;
 //   - DeadPodPredicate, a predicate that lets a pod event through when the
 //     pod becomes dead by a Checker's own rules, so that its owner is
 //     reconciled at once;
@@ -32,12 +32,14 @@
 //	})
 //	report, err := checker.CheckReport(ctx) // (false, nil): create a replacement
 //
-// Every namespace and selector is checked as podsource/kube checks them
-// (kube.ValidateScope): a selector of every pod (nil, labels.Everything(),
-// labels.Nothing(), any empty selector) is refused, and
-// kube.WholeNamespace() selects a whole namespace on purpose. Errors of the
-// scope guard are podsource/kube's (*kube.OutOfScopeError), and so are the
-// delete options (kube.DeleteOptions) and the event reasons.
+// What this package shares with podsource/kube lives in package podsource,
+// which neither binding owns: every namespace and selector is checked by
+// podsource.ValidateScope (a selector of every pod, such as nil,
+// labels.Everything(), labels.Nothing() or any empty selector, is refused,
+// and podsource.WholeNamespace() selects a whole namespace on purpose); a
+// pod outside the scope is refused with a *podsource.OutOfScopeError; the
+// delete options are podsource.ForceDeleteOptions; and the events'
+// reasons, actions and messages are podsource.EventFor's.
 //
 // examples/controllerruntime is a complete manager and reconciler built on
 // this package and on package replacements.

@@ -3,14 +3,13 @@ package controllerruntime
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/podhealth/podhealth/health"
-	"github.com/podhealth/podhealth/podsource/kube"
+	"github.com/podhealth/podhealth/podsource"
 )
 
 var _ health.Observer = (*EventObserver)(nil)
@@ -20,16 +19,6 @@ var _ health.Observer = (*EventObserver)(nil)
 const (
 	maxNoteLength = 1024
 	truncated     = "..."
-)
-
-// Actions of the events an EventObserver records (the events.k8s.io/v1
-// field action: what the controller did, or would do, to the pod). The
-// reasons are podsource/kube's: kube.ReasonForceDeleted,
-// kube.ReasonForceDeleteFailed, kube.ReasonWouldForceDelete and
-// kube.ReasonHeldBack.
-const (
-	ActionForceDelete = "ForceDelete"
-	ActionHoldBack    = "HoldBack"
 )
 
 // EventObserverOptions configure an EventObserver. The zero value records
@@ -75,40 +64,19 @@ func NewEventObserver(recorder events.EventRecorder, opts EventObserverOptions) 
 // that calls for it, and nothing otherwise: a Checker calls it for every
 // pod of every check. It does not change r.Pod.
 func (o *EventObserver) Observe(_ context.Context, r health.PodReport) {
-	if r.Pod == nil {
+	e, ok := podsource.EventFor(r)
+	if !ok {
 		return
 	}
-	var reason, action, msg string
-	switch r.Outcome {
-	case health.ForceDeleted, health.WasAlreadyGone, health.NameReused:
-		reason, action, msg = kube.ReasonForceDeleted, ActionForceDelete, "Force-deleted dead pod"
-	case health.DeleteFailed:
-		reason, action, msg = kube.ReasonForceDeleteFailed, ActionForceDelete, "Failed to force-delete dead pod"
-	case health.WouldForceDelete:
-		reason, action, msg = kube.ReasonWouldForceDelete, ActionForceDelete, "Would force-delete dead pod (dry run)"
-	case health.HeldBack:
-		reason, action = kube.ReasonHeldBack, ActionHoldBack
-	default:
-		return
-	}
-	if r.Outcome == health.HeldBack {
-		msg = fmt.Sprintf("Dead pod %s/%s (uid %s) on node %q not force-deleted: %s; rule %s: %s",
-			r.Pod.Namespace, r.Pod.Name, r.Pod.UID, r.Pod.Spec.NodeName, r.HeldBack, r.Verdict.Rule, r.Verdict.Reason)
-	} else {
-		msg = fmt.Sprintf("%s %s/%s (uid %s) on node %q: rule %s: %s; outcome %s",
-			msg, r.Pod.Namespace, r.Pod.Name, r.Pod.UID, r.Pod.Spec.NodeName, r.Verdict.Rule, r.Verdict.Reason, r.Outcome)
-		if r.Err != nil {
-			msg += ": " + r.Err.Error()
-		}
-	}
+	msg := e.Message
 	if len(msg) > maxNoteLength {
 		msg = msg[:maxNoteLength-len(truncated)] + truncated
 	}
-	regarding, related := runtime.Object(kube.PodReference(r.Pod)), runtime.Object(nil)
+	regarding, related := runtime.Object(podsource.PodReference(r.Pod)), runtime.Object(nil)
 	if o.object != nil {
 		regarding, related = o.object, regarding
 	}
 	// The note is a format: the message goes in as an argument, never as
 	// the format itself.
-	o.recorder.Eventf(regarding, related, corev1.EventTypeWarning, reason, action, "%s", msg)
+	o.recorder.Eventf(regarding, related, corev1.EventTypeWarning, e.Reason, e.Action, "%s", msg)
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/podsource"
 	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
-	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 func TestEventObserverRecordsWhatKubesObserverRecords(t *testing.T) {
@@ -22,18 +22,18 @@ func TestEventObserverRecordsWhatKubesObserverRecords(t *testing.T) {
 	verdict := health.Verdict{State: health.Dead, Rule: "TaintEvicted", Reason: "node lost"}
 	tests := []struct {
 		outcome    health.Outcome
-		heldBack   string
+		heldBack   health.Hold
 		err        error
 		wantReason string // empty: nothing recorded
 		wantAction string
 		wantInNote string
 	}{
-		{outcome: health.ForceDeleted, wantReason: kube.ReasonForceDeleted, wantAction: crh.ActionForceDelete, wantInNote: "Force-deleted dead pod default/taint-evicted"},
-		{outcome: health.WasAlreadyGone, wantReason: kube.ReasonForceDeleted, wantAction: crh.ActionForceDelete, wantInNote: "outcome WasAlreadyGone"},
-		{outcome: health.NameReused, wantReason: kube.ReasonForceDeleted, wantAction: crh.ActionForceDelete, wantInNote: "outcome NameReused"},
-		{outcome: health.DeleteFailed, err: errors.New("boom"), wantReason: kube.ReasonForceDeleteFailed, wantAction: crh.ActionForceDelete, wantInNote: ": boom"},
-		{outcome: health.WouldForceDelete, wantReason: kube.ReasonWouldForceDelete, wantAction: crh.ActionForceDelete, wantInNote: "(dry run)"},
-		{outcome: health.HeldBack, heldBack: "budget exhausted", wantReason: kube.ReasonHeldBack, wantAction: crh.ActionHoldBack, wantInNote: "not force-deleted: budget exhausted"},
+		{outcome: health.ForceDeleted, wantReason: podsource.ReasonForceDeleted, wantAction: podsource.ActionForceDelete, wantInNote: "Force-deleted dead pod default/taint-evicted"},
+		{outcome: health.WasAlreadyGone, wantReason: podsource.ReasonForceDeleted, wantAction: podsource.ActionForceDelete, wantInNote: "outcome WasAlreadyGone"},
+		{outcome: health.NameReused, wantReason: podsource.ReasonForceDeleted, wantAction: podsource.ActionForceDelete, wantInNote: "outcome NameReused"},
+		{outcome: health.DeleteFailed, err: errors.New("boom"), wantReason: podsource.ReasonForceDeleteFailed, wantAction: podsource.ActionForceDelete, wantInNote: ": boom"},
+		{outcome: health.WouldForceDelete, wantReason: podsource.ReasonWouldForceDelete, wantAction: podsource.ActionForceDelete, wantInNote: "(dry run)"},
+		{outcome: health.HeldBack, heldBack: health.Hold{Reason: health.HeldByBudget, Detail: "3 per 1m0s"}, wantReason: podsource.ReasonHeldBack, wantAction: podsource.ActionHoldBack, wantInNote: "not force-deleted: force-delete budget used up: 3 per 1m0s"},
 		{outcome: health.NoAction},
 		{outcome: health.NotAttempted},
 		{outcome: health.DeletedEarlier},
@@ -58,7 +58,7 @@ func TestEventObserverRecordsWhatKubesObserverRecords(t *testing.T) {
 			require.Equal(t, tc.wantReason, e.Reason)
 			require.Equal(t, tc.wantAction, e.Action)
 			require.Contains(t, e.Note, tc.wantInNote)
-			require.Equal(t, kube.PodReference(pod), e.Regarding, "the event regards a reference to the pod, never the pod")
+			require.Equal(t, podsource.PodReference(pod), e.Regarding, "the event regards a reference to the pod, never the pod")
 			require.Nil(t, e.Related)
 		})
 	}
@@ -79,5 +79,5 @@ func TestEventObserverKeepsNotesWithinTheAPILimitAndNeverFormatsThem(t *testing.
 	require.True(t, strings.HasSuffix(events[0].Note, "..."))
 	require.Contains(t, events[0].Note, "%s %d %!", "the message was used as a format")
 	require.Same(t, owner, events[0].Regarding)
-	require.Equal(t, kube.PodReference(pod), events[0].Related)
+	require.Equal(t, podsource.PodReference(pod), events[0].Related)
 }

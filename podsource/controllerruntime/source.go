@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podhealth/podhealth/health"
-	"github.com/podhealth/podhealth/podsource/kube"
+	"github.com/podhealth/podhealth/podsource"
 )
 
 var _ health.PodSource = (*PodSource)(nil)
@@ -37,16 +37,16 @@ type PodSource struct {
 // NewPodSource returns a source that lists the pods of namespace that match
 // selector through reader.
 //
-// namespace and selector are required, and refused as podsource/kube
-// refuses them (kube.ValidateScope): an empty or invalid namespace, and a
+// namespace and selector are required, and refused as
+// refuses them (podsource.ValidateScope): an empty or invalid namespace, and a
 // nil selector or one of every pod (labels.Everything(), labels.Nothing(),
-// any other empty selector). Pass kube.WholeNamespace() to list every pod
+// any other empty selector). Pass podsource.WholeNamespace() to list every pod
 // of the namespace on purpose.
 func NewPodSource(reader client.Reader, namespace string, selector labels.Selector) (*PodSource, error) {
 	if isNil(reader) {
 		return nil, errors.New("controllerruntime: NewPodSource: nil client.Reader")
 	}
-	if err := kube.ValidateScope(namespace, selector); err != nil {
+	if err := podsource.ValidateScope(namespace, selector); err != nil {
 		return nil, fmt.Errorf("controllerruntime: NewPodSource: %w", err)
 	}
 	return &PodSource{reader: reader, namespace: namespace, selector: selector}, nil

@@ -16,7 +16,6 @@ import (
 	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/podsource"
 	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
-	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 func TestPodSourcePassesTheConformanceSuite(t *testing.T) {
@@ -32,7 +31,7 @@ func TestPodSourcePassesTheConformanceSuite(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, podsource.TestPodSource(src, alive, evicted, drained))
 
-	whole, err := crh.NewPodSource(c, "default", kube.WholeNamespace())
+	whole, err := crh.NewPodSource(c, "default", podsource.WholeNamespace())
 	require.NoError(t, err)
 	require.NoError(t, podsource.TestPodSource(whole, alive, evicted, drained, other))
 }
@@ -87,7 +86,7 @@ func selectorsOfEveryPod(t *testing.T) map[string]labels.Selector {
 		"labels.Nothing()":                    labels.Nothing(),
 		"metav1.LabelSelectorAsSelector(nil)": fromNil,
 		"labels.NewSelector()":                labels.NewSelector(),
-		"WholeNamespace() deep-copied":        kube.WholeNamespace().DeepCopySelector(),
+		"WholeNamespace() deep-copied":        podsource.WholeNamespace().DeepCopySelector(),
 	}
 }
 
@@ -96,7 +95,7 @@ func TestConstructorsRefuseSelectorsOfEveryPodAsPodsourceKubeDoes(t *testing.T) 
 	mgr := &manager{cache: c, live: c, recorder: &recordingRecorder{}}
 	for name, sel := range selectorsOfEveryPod(t) {
 		t.Run(name, func(t *testing.T) {
-			want := kube.ValidateScope("default", sel)
+			want := podsource.ValidateScope("default", sel)
 			require.Error(t, want)
 			src, err := crh.NewPodSource(c, "default", sel)
 			require.ErrorContains(t, err, want.Error())

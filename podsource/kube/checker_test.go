@@ -12,6 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -71,7 +72,7 @@ func TestCheckerOverInformerDeletesTheTaintEvictedPodOnceAndStaysHealthy(t *test
 	require.Empty(t, podVerbs(client, start), "pod requests sent by a check with nothing to delete")
 
 	ev := waitForEvents(t, client, "default", 1)[0]
-	require.Equal(t, kube.ReasonForceDeleted, ev.Reason)
+	require.Equal(t, podsource.ReasonForceDeleted, ev.Reason)
 	require.Equal(t, "taint-evicted", ev.InvolvedObject.Name)
 
 	for name, before := range cachedBefore {
@@ -122,6 +123,6 @@ func TestCheckerDryRunOverInformerRecordsWouldForceDeleteAndSendsNothing(t *test
 	require.NoError(t, err)
 	require.True(t, healthy)
 	ev := waitForEvents(t, client, "default", 1)[0]
-	require.Equal(t, kube.ReasonWouldForceDelete, ev.Reason)
+	require.Equal(t, podsource.ReasonWouldForceDelete, ev.Reason)
 	require.Empty(t, podVerbs(client, start), "pod requests sent by a dry run")
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -143,9 +144,9 @@ func TestDeleterRefusesWithoutSendingAnything(t *testing.T) {
 			name: "pod of another namespace",
 			pod:  func(p *corev1.Pod) *corev1.Pod { p.Namespace = "kube-system"; return p },
 			wantErr: func(t *testing.T, err error) {
-				var scope *kube.OutOfScopeError
+				var scope *podsource.OutOfScopeError
 				require.ErrorAs(t, err, &scope)
-				require.Equal(t, kube.OutOfScopeError{Namespace: "kube-system", Name: "taint-evicted", ScopeNamespace: "default", Reason: `namespace "kube-system" is not "default"`}, *scope)
+				require.Equal(t, podsource.OutOfScopeError{Namespace: "kube-system", Name: "taint-evicted", ScopeNamespace: "default", Reason: `namespace "kube-system" is not "default"`}, *scope)
 			},
 		},
 		{
@@ -153,7 +154,7 @@ func TestDeleterRefusesWithoutSendingAnything(t *testing.T) {
 			opts: kube.DeleterOptions{Selector: labels.SelectorFromSet(labels.Set{"app": "other"})},
 			pod:  func(p *corev1.Pod) *corev1.Pod { return p },
 			wantErr: func(t *testing.T, err error) {
-				var scope *kube.OutOfScopeError
+				var scope *podsource.OutOfScopeError
 				require.ErrorAs(t, err, &scope)
 				require.Equal(t, "app=other", scope.ScopeSelector)
 			},
@@ -163,7 +164,7 @@ func TestDeleterRefusesWithoutSendingAnything(t *testing.T) {
 			opts: kube.DeleterOptions{Selector: registry},
 			pod:  func(p *corev1.Pod) *corev1.Pod { p.Labels = nil; return p },
 			wantErr: func(t *testing.T, err error) {
-				var scope *kube.OutOfScopeError
+				var scope *podsource.OutOfScopeError
 				require.ErrorAs(t, err, &scope)
 			},
 		},
@@ -211,7 +212,7 @@ func TestDeleterInScopeMatchesNamespaceAndSelector(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.InScope(loadPod(t, podTaintEvicted)))
 
-	whole, err := kube.NewDeleter(fake.NewClientset().CoreV1(), "default", kube.DeleterOptions{Selector: kube.WholeNamespace()})
+	whole, err := kube.NewDeleter(fake.NewClientset().CoreV1(), "default", kube.DeleterOptions{Selector: podsource.WholeNamespace()})
 	require.NoError(t, err)
 	other := loadPod(t, podAlive)
 	other.Labels = map[string]string{"app": "other"}
@@ -232,7 +233,7 @@ func TestDeleterDoesNotChangeThePod(t *testing.T) {
 }
 
 func TestDeleteOptionsAreGraceZeroWithUIDPrecondition(t *testing.T) {
-	got := kube.DeleteOptions("u-1")
+	got := podsource.ForceDeleteOptions("u-1")
 	want := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID("u-1"))}}
 	require.Empty(t, cmp.Diff(want, got))
 }

@@ -41,7 +41,7 @@
 // empty selector. A forgotten selector therefore cannot make a check answer
 // healthy from another workload's pod, nor force-delete that workload's
 // dead pods. A tool that means the whole namespace says so with
-// WholeNamespace().
+// podsource.WholeNamespace().
 //
 // # Concurrency
 //

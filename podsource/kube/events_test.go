@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -33,11 +34,11 @@ func TestEventObserverRecordsOneEventPerDeleteOrHeldBackOutcome(t *testing.T) {
 	tests := []struct {
 		outcome  health.Outcome
 		err      error
-		heldBack string
+		heldBack health.Hold
 		want     []string
 	}{
-		{outcome: health.HeldBack, heldBack: "the policy wants fencing evidence",
-			want: []string{`Warning DeadPodHeldBack Dead pod default/taint-evicted (uid 3c0c8989-7032-484b-9396-d2330489e1cf) on node "node-lost" not force-deleted: the policy wants fencing evidence; rule TaintEvicted: deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager` + onPod}},
+		{outcome: health.HeldBack, heldBack: health.Hold{Reason: health.HeldForFencing, Detail: "owned by StatefulSet db"},
+			want: []string{`Warning DeadPodHeldBack Dead pod default/taint-evicted (uid 3c0c8989-7032-484b-9396-d2330489e1cf) on node "node-lost" not force-deleted: needs fencing evidence (node gone, or not Ready with the out-of-service taint): owned by StatefulSet db; rule TaintEvicted: deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager` + onPod}},
 		{outcome: health.ForceDeleted, want: []string{"Warning ForceDeletedDeadPod Force-deleted dead pod " + about + "ForceDeleted" + onPod}},
 		{outcome: health.WasAlreadyGone, want: []string{"Warning ForceDeletedDeadPod Force-deleted dead pod " + about + "WasAlreadyGone" + onPod}},
 		{outcome: health.NameReused, want: []string{"Warning ForceDeletedDeadPod Force-deleted dead pod " + about + "NameReused" + onPod}},
@@ -107,7 +108,7 @@ func TestEventObserverEventsLandAsEventObjectsOnThePod(t *testing.T) {
 
 	ev := waitForEvents(t, client, "default", 1)[0]
 	require.Equal(t, corev1.EventTypeWarning, ev.Type)
-	require.Equal(t, kube.ReasonForceDeleted, ev.Reason)
+	require.Equal(t, podsource.ReasonForceDeleted, ev.Reason)
 	require.Contains(t, ev.Message, "rule TaintEvicted")
 	require.Contains(t, ev.Message, `on node "node-lost"`)
 	require.Empty(t, cmp.Diff(corev1.ObjectReference{
@@ -134,7 +135,7 @@ func TestEventObserverRecordsOnTheObjectTheCallerChose(t *testing.T) {
 	obs.Observe(context.Background(), reportFor(pod, health.WouldForceDelete, nil))
 
 	ev := waitForEvents(t, client, "default", 1)[0]
-	require.Equal(t, kube.ReasonWouldForceDelete, ev.Reason)
+	require.Equal(t, podsource.ReasonWouldForceDelete, ev.Reason)
 	require.Equal(t, "ConfigMap", ev.InvolvedObject.Kind)
 	require.Equal(t, "registry-owner", ev.InvolvedObject.Name)
 	require.Contains(t, ev.Message, "default/taint-evicted", "the message must name the pod when the event is on another object")

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -95,7 +96,7 @@ func TestStatefulPodWaitsForFencingEvidenceOverInformers(t *testing.T) {
 	report, err := checker.CheckReport(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
-	require.Contains(t, report.Pods[0].HeldBack, "StatefulSet db")
+	require.Contains(t, report.Pods[0].HeldBack.String(), "StatefulSet db")
 	require.Empty(t, deleteActions(client))
 
 	fencedNode := lost.DeepCopy()
@@ -168,9 +169,9 @@ func TestUnsyncedNodeCacheNeverLeadsToAForceDelete(t *testing.T) {
 	require.NoError(t, err)
 	live, err := kube.NewLiveNodes(client.CoreV1())
 	require.NoError(t, err)
-	source, err := kube.NewListerSource(startPodInformer(t, client, "default"), "default", kube.WholeNamespace())
+	source, err := kube.NewListerSource(startPodInformer(t, client, "default"), "default", podsource.WholeNamespace())
 	require.NoError(t, err)
-	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: kube.WholeNamespace()})
+	deleter, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: podsource.WholeNamespace()})
 	require.NoError(t, err)
 	checker, err := health.New(source, deleter, health.Options{Nodes: nodes, LiveNodes: live, Breaker: health.Breaker{Nodes: nodes}})
 	require.NoError(t, err)

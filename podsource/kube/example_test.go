@@ -102,7 +102,7 @@ func ExampleNewDeleter() {
 	// Output:
 	// registry-1: <nil>
 	// registry-1 gone: true
-	// mirror-1: kube: refusing to delete pod default/mirror-1 outside the deleter's scope: labels do not match selector "app=registry"
+	// mirror-1: podsource: refusing to delete pod default/mirror-1 outside the deleter's scope: labels do not match selector "app=registry"
 	// zero options refused: true
 }
 

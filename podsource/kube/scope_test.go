@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -20,14 +21,14 @@ func TestValidateScopeRefusesWhatTheConstructorsRefuse(t *testing.T) {
 		selector  labels.Selector
 	}{
 		"workload selector":    {"default", workload},
-		"whole namespace":      {"default", kube.WholeNamespace()},
+		"whole namespace":      {"default", podsource.WholeNamespace()},
 		"nil selector":         {"default", nil},
 		"empty namespace":      {"", workload},
 		"invalid namespace":    {"Not_A_Label", workload},
 		"everything":           {"default", labels.Everything()},
 		"nothing":              {"default", labels.Nothing()},
 		"parsed empty":         {"default", labels.NewSelector()},
-		"stripped whole ns":    {"default", kube.WholeNamespace().DeepCopySelector()},
+		"stripped whole ns":    {"default", podsource.WholeNamespace().DeepCopySelector()},
 		"nil and no namespace": {"", nil},
 	}
 	for name, sel := range selectorsOfEveryPod(t) {
@@ -40,7 +41,7 @@ func TestValidateScopeRefusesWhatTheConstructorsRefuse(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, ctorErr := kube.NewDeleter(client.CoreV1(), tc.namespace, kube.DeleterOptions{Selector: tc.selector})
-			err := kube.ValidateScope(tc.namespace, tc.selector)
+			err := podsource.ValidateScope(tc.namespace, tc.selector)
 			require.Equal(t, ctorErr == nil, err == nil, "ValidateScope: %v; NewDeleter: %v", err, ctorErr)
 			accepted := name == "workload selector" || name == "whole namespace"
 			require.Equal(t, accepted, err == nil, "ValidateScope(%q, %v): %v", tc.namespace, tc.selector, err)

@@ -15,6 +15,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -36,7 +37,7 @@ func selectorsOfEveryPod(t *testing.T) map[string]labels.Selector {
 		"labels.NewSelector()":                          labels.NewSelector(),
 		"labels.SelectorFromSet(nil)":                   labels.SelectorFromSet(nil),
 		`labels.Parse("")`:                              parsed,
-		"WholeNamespace() stripped by DeepCopySelector": kube.WholeNamespace().DeepCopySelector(),
+		"WholeNamespace() stripped by DeepCopySelector": podsource.WholeNamespace().DeepCopySelector(),
 	}
 }
 
@@ -61,7 +62,7 @@ func TestSourcesAndDeleterRefuseSelectorsThatMatchEverythingOrNothing(t *testing
 func TestDeleterRefusesTheZeroOptions(t *testing.T) {
 	del, err := kube.NewDeleter(fake.NewClientset().CoreV1(), "default", kube.DeleterOptions{})
 	require.ErrorContains(t, err, "nil label selector")
-	require.ErrorContains(t, err, "kube.WholeNamespace()", "the error names the explicit opt-in")
+	require.ErrorContains(t, err, "podsource.WholeNamespace()", "the error names the explicit opt-in")
 	require.Nil(t, del)
 }
 
@@ -97,9 +98,9 @@ func TestWholeNamespaceIsAnExplicitOptIn(t *testing.T) {
 	lister := startPodInformer(t, client, "")
 	ctx := context.Background()
 
-	lsrc, err := kube.NewListerSource(lister, "default", kube.WholeNamespace())
+	lsrc, err := kube.NewListerSource(lister, "default", podsource.WholeNamespace())
 	require.NoError(t, err)
-	csrc, err := kube.NewClientSource(client.CoreV1(), "default", kube.WholeNamespace())
+	csrc, err := kube.NewClientSource(client.CoreV1(), "default", podsource.WholeNamespace())
 	require.NoError(t, err)
 	for _, src := range []health.PodSource{lsrc, csrc} {
 		pods, err := src.ListPods(ctx)
@@ -107,10 +108,10 @@ func TestWholeNamespaceIsAnExplicitOptIn(t *testing.T) {
 		require.Equal(t, []string{"taint-evicted", "theirs", "unlabelled"}, names(pods), "%T", src)
 	}
 
-	del, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: kube.WholeNamespace()})
+	del, err := kube.NewDeleter(client.CoreV1(), "default", kube.DeleterOptions{Selector: podsource.WholeNamespace()})
 	require.NoError(t, err)
 	require.NoError(t, del.ForceDelete(ctx, theirs), "the whole namespace is in scope")
-	var scope *kube.OutOfScopeError
+	var scope *podsource.OutOfScopeError
 	require.ErrorAs(t, del.ForceDelete(ctx, elsewhere), &scope, "another namespace stays out of scope")
 	require.Len(t, deleteActions(client), 1)
 }

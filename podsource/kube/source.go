@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
 )
 
 var (
@@ -43,7 +42,7 @@ type ListerSource struct {
 // workload's pods: nil, labels.Everything(), labels.Nothing() and any
 // other empty selector are refused with an error, so that a forgotten
 // selector cannot widen a workload to the whole namespace. Pass
-// WholeNamespace() to list every pod of the namespace on purpose.
+// podsource.WholeNamespace() to list every pod of the namespace on purpose.
 func NewListerSource(lister corelisters.PodLister, namespace string, selector labels.Selector) (*ListerSource, error) {
 	if lister == nil {
 		return nil, errors.New("kube: NewListerSource: nil PodLister")
@@ -90,7 +89,7 @@ type ClientSource struct {
 // namespace is required. selector is required too, and refused as
 // NewListerSource refuses it: nil, labels.Everything(), labels.Nothing()
 // (which would send an empty labelSelector, read by the API server as
-// "every pod") and any other empty selector. Pass WholeNamespace() to list
+// "every pod") and any other empty selector. Pass podsource.WholeNamespace() to list
 // every pod of the namespace on purpose.
 func NewClientSource(pods corev1client.PodsGetter, namespace string, selector labels.Selector) (*ClientSource, error) {
 	if pods == nil {
@@ -121,58 +120,11 @@ func (s *ClientSource) ListPods(ctx context.Context) ([]*corev1.Pod, error) {
 	return out, nil
 }
 
-// checkScope validates the namespace and selector given to a constructor.
+// checkScope validates the namespace and selector given to a constructor
+// (see podsource.ValidateScope).
 func checkScope(fn, namespace string, selector labels.Selector) error {
-	if err := checkNamespace(fn, namespace); err != nil {
-		return err
-	}
-	return checkSelector(fn, selector)
-}
-
-// checkSelector refuses a nil selector and any selector that selects every
-// pod of the namespace, unless it is WholeNamespace().
-func checkSelector(fn string, selector labels.Selector) error {
-	if selector == nil {
-		return fmt.Errorf("kube: %s: nil label selector; pass the workload's selector, or kube.WholeNamespace() to select every pod of the namespace on purpose", fn)
-	}
-	if _, ok := selector.(wholeNamespace); ok {
-		return nil
-	}
-	// labels.Nothing() is not Empty, but its String() is "", which the API
-	// server reads as "every pod".
-	if selector.Empty() || selector.String() == "" {
-		return fmt.Errorf("kube: %s: label selector %q selects every pod of the namespace "+
-			"(labels.Everything(), labels.Nothing() and empty selectors are refused; "+
-			"metav1.LabelSelectorAsSelector(nil) returns labels.Nothing()); "+
-			"pass the workload's selector, or kube.WholeNamespace() to select every pod of the namespace on purpose", fn, selector.String())
-	}
-	return nil
-}
-
-// WholeNamespace returns the selector that puts every pod of the namespace
-// in scope on purpose, as a cluster administrator's tool that cleans up a
-// whole namespace may want. It is the only selector of every pod that
-// NewListerSource, NewClientSource and NewDeleter accept: they refuse
-// labels.Everything(), labels.Nothing() (what a nil metav1.LabelSelector
-// converts to, and which the API server reads as "everything") and any
-// other empty selector, so that a forgotten or mistyped selector cannot
-// widen a workload to its namespace, answer healthy from another
-// workload's pod and force-delete that workload's pods.
-//
-// The value matches every label set and renders as "". Adding a
-// requirement to it, or deep-copying it, returns an ordinary selector,
-// which is then judged on its own.
-func WholeNamespace() labels.Selector { return wholeNamespace{labels.Everything()} }
-
-// wholeNamespace marks the explicit choice of every pod of the namespace.
-type wholeNamespace struct{ labels.Selector }
-
-func checkNamespace(fn, namespace string) error {
-	if namespace == "" {
-		return fmt.Errorf("kube: %s: empty namespace; a namespace is required", fn)
-	}
-	if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
-		return fmt.Errorf("kube: %s: invalid namespace %q: %s", fn, namespace, strings.Join(msgs, "; "))
+	if err := podsource.ValidateScope(namespace, selector); err != nil {
+		return fmt.Errorf("kube: %s: %w", fn, err)
 	}
 	return nil
 }

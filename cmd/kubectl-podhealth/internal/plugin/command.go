@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,8 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-
-	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 // Exit codes. When several apply, the first in this order wins: error,
@@ -85,6 +84,7 @@ type options struct {
 	flags         *genericclioptions.ConfigFlags
 	allNamespaces bool
 	selector      string
+	selectorSet   bool // -l was given, even blank
 	output        string
 	forceDelete   bool
 	yes           bool
@@ -133,6 +133,7 @@ func (o *options) command(ctx context.Context) *cobra.Command {
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl podhealth"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.selectorSet = cmd.Flags().Changed("selector")
 			return o.run(ctx)
 		},
 	}
@@ -165,11 +166,16 @@ func (o *options) run(ctx context.Context) error {
 	if o.yes && !o.forceDelete {
 		return errors.New("--yes only confirms --force-delete; add --force-delete, or drop --yes")
 	}
-	selector := kube.WholeNamespace()
-	if o.selector != "" {
+	selector := podsource.WholeNamespace()
+	if o.selectorSet {
 		sel, err := labels.Parse(o.selector)
-		if err != nil {
+		switch {
+		case err != nil:
 			return fmt.Errorf("invalid selector %q: %w", o.selector, err)
+		case sel.Empty():
+			// A blank selector parses as "every pod", which the deleter
+			// would then refuse pod by pod, after the prompt.
+			return fmt.Errorf("selector %q selects every pod; drop -l to scan the whole namespace, or give the workload's labels", o.selector)
 		}
 		selector = sel
 	}
@@ -203,14 +209,14 @@ func (o *options) run(ctx context.Context) error {
 		pageSize = DefaultPageSize
 	}
 
-	ev, warning, err := newEvidence(ctx, client, pageSize)
+	ev, warnings, err := newEvidence(ctx, client, pageSize)
 	if err != nil {
 		return err
 	}
 	list := &PodHealthList{TypeMeta: metav1.TypeMeta{APIVersion: ListGroupVersionKind.GroupVersion().String(), Kind: ListGroupVersionKind.Kind}, Items: []PodHealth{}}
-	if warning != "" {
-		o.warn(warning)
-		list.Warnings = append(list.Warnings, warning)
+	for _, w := range warnings {
+		o.warn(w)
+		list.Warnings = append(list.Warnings, w)
 	}
 	s := &scan{client: client, namespace: namespace, selector: o.selector, pageSize: pageSize, evidence: ev, clock: clk}
 	if o.isTerminal(o.streams.ErrOut) {

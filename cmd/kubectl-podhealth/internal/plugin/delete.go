@@ -25,7 +25,7 @@ var _ health.Deleter = (*namespacedDeleter)(nil)
 // library's scope check. It is safe for concurrent use.
 type namespacedDeleter struct {
 	client   kubernetes.Interface
-	selector labels.Selector // kube.WholeNamespace() when -l was not given
+	selector labels.Selector // podsource.WholeNamespace() when -l was not given
 
 	mu       sync.Mutex
 	deleters map[string]*kube.Deleter
@@ -66,13 +66,9 @@ const budgetWindow = 24 * time.Hour
 // check at all. A failed delete is a result, not an error.
 func forceDelete(ctx context.Context, client kubernetes.Interface, selector labels.Selector, candidates []*PodHealth,
 	maxDeletes int, pageSize int64, clk clock.PassiveClock) ([]string, error) {
-	ev, warning, err := newEvidence(ctx, client, pageSize)
+	ev, warnings, err := newEvidence(ctx, client, pageSize)
 	if err != nil {
 		return nil, err
-	}
-	var warnings []string
-	if warning != "" {
-		warnings = append(warnings, warning)
 	}
 	byUID := map[string]*PodHealth{}
 	var fresh []*corev1.Pod
@@ -112,8 +108,7 @@ func forceDelete(ctx context.Context, client kubernetes.Interface, selector labe
 		if c := byUID[string(r.Pod.UID)]; c != nil {
 			c.Result, c.done = resultText(r), doneOf(r.Outcome)
 			if r.Outcome == health.HeldBack {
-				c.Action, c.HeldBack = ActionHeldBack, r.HeldBack
-				c.Hint = heldBackHint(r.HeldBack, c.Node)
+				c.heldBack(r.HeldBack)
 			}
 		}
 	}

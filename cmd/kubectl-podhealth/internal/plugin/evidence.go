@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -29,21 +30,40 @@ var (
 type nodeSnapshot struct {
 	byName map[string]*corev1.Node
 	list   []*corev1.Node
+	// warnings says how the list was read, when it is not one
+	// consistent snapshot.
+	warnings []string
 }
 
-// listNodes reads every node, pageSize at a time.
+// listNodes reads every node, pageSize at a time. A list that outlives its
+// continue token goes on at the API server's current state, as a pod scan
+// does (see resumeExpired); a node read twice across the two states keeps
+// its later object.
 func listNodes(ctx context.Context, client kubernetes.Interface, pageSize int64) (*nodeSnapshot, error) {
 	s := &nodeSnapshot{byName: map[string]*corev1.Node{}}
 	opts := metav1.ListOptions{Limit: pageSize}
 	for {
 		page, err := client.CoreV1().Nodes().List(ctx, opts)
+		if next, ok := resumeExpired(err, opts); ok {
+			opts.Continue = next
+			s.warnings = appendOnce(s.warnings, "the node list took longer than the API server keeps a consistent snapshot; the rest of it was read at a later state")
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		for i := range page.Items {
 			n := &page.Items[i]
+			if _, seen := s.byName[n.Name]; seen {
+				for j := range s.list {
+					if s.list[j].Name == n.Name {
+						s.list[j] = n
+					}
+				}
+			} else {
+				s.list = append(s.list, n)
+			}
 			s.byName[n.Name] = n
-			s.list = append(s.list, n)
 		}
 		if page.Continue == "" {
 			return s, nil
@@ -171,22 +191,33 @@ func (e *evidence) options() health.Options {
 // newEvidence lists the nodes and prepares the live reads. A Forbidden or
 // Unauthorized answer to the node LIST is not an error: the run goes on
 // without node evidence, and the returned warning says what that costs.
-func newEvidence(ctx context.Context, client kubernetes.Interface, pageSize int64) (*evidence, string, error) {
+func newEvidence(ctx context.Context, client kubernetes.Interface, pageSize int64) (*evidence, []string, error) {
 	e := &evidence{claims: newOnceClaims(client)}
 	nodes, err := listNodes(ctx, client, pageSize)
 	switch {
 	case err == nil:
 		live, lerr := kube.NewLiveNodes(client.CoreV1())
 		if lerr != nil {
-			return nil, "", lerr
+			return nil, nil, lerr
 		}
 		e.nodes, e.live = nodes, newOnceNodes(live)
-		return e, "", nil
+		return e, nodes.warnings, nil
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return e, noNodeEvidenceWarning(err), nil
+		return e, []string{noNodeEvidenceWarning(err)}, nil
 	default:
-		return nil, "", fmt.Errorf("cannot list nodes: %w", err)
+		return nil, nil, fmt.Errorf("cannot list nodes: %w", err)
 	}
+}
+
+// resumeExpired returns the continue token with which a paginated LIST
+// that failed with err goes on, when err is a 410 Expired on a later page
+// whose status offers a token at the current state.
+func resumeExpired(err error, opts metav1.ListOptions) (string, bool) {
+	var status apierrors.APIStatus
+	if err == nil || !apierrors.IsResourceExpired(err) || opts.Continue == "" || !errors.As(err, &status) || status.Status().Continue == "" {
+		return "", false
+	}
+	return status.Status().Continue, true
 }
 
 // noNodeEvidenceWarning says which rules cannot apply without node

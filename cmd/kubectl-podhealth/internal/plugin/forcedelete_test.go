@@ -104,8 +104,8 @@ func TestForceDelete(t *testing.T) {
 			code: ExitHeldBack,
 			results: []string{
 				"pod default/taint-evicted: force-deleted",
-				"pod default/te-2: held back: force-delete budget of 1 per 24h0m0s used up; run again to delete more, or raise --max-deletes",
-				"pod default/te-3: held back: force-delete budget of 1 per 24h0m0s used up; run again to delete more, or raise --max-deletes",
+				"pod default/te-2: held back: force-delete budget used up: 1 per 24h0m0s; run again to delete more, or raise --max-deletes",
+				"pod default/te-3: held back: force-delete budget used up: 1 per 24h0m0s; run again to delete more, or raise --max-deletes",
 			},
 		},
 		{

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -425,6 +426,74 @@ func TestExpiredContinueTokenGoesOnFromWhereTheServerSays(t *testing.T) {
 			require.Equal(t, []row{{Pod: "default/zzz-dead", Node: f.nodeLost.Name, NodeState: "NotReady since 5m", Verdict: "Dead", Rule: "TaintEvicted", Action: ActionForceDelete}}, rowsOf(list))
 			require.Equal(t, "warning: the pod list took longer than the API server keeps a consistent snapshot; the rest of it was read at a later state\n", res.stderr)
 			require.Len(t, list.Warnings, 1)
+		})
+	}
+}
+
+// TestExpiredContinueTokenOnALaterPageOfNodesGoesOn: a node list that
+// outlives its continue token is recovered as the pod list is: the scan
+// goes on from where the API server says, warns once, and still lists the
+// dead pod with node evidence. A 410 without a token stays an error.
+func TestExpiredContinueTokenOnALaterPageOfNodesGoesOn(t *testing.T) {
+	f := loadFixtures(t)
+	objs := []k8sruntime.Object{f.nodeLost, renamed(f.taintEvicted, "zzz-dead")}
+	for i := range 5 {
+		n := f.nodeHealthy.DeepCopy()
+		n.Name, n.ResourceVersion = "healthy-"+padded(i), ""
+		objs = append(objs, n)
+	}
+	tests := []struct {
+		name      string
+		withToken bool
+		wantCode  int
+	}{
+		{name: "410 with a token to go on", withToken: true, wantCode: ExitDeadPodsLeft},
+		{name: "410 without one", wantCode: ExitError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := newClient(t, objs...)
+			expired := false
+			client.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+				opts := a.(k8stesting.ListActionImpl).ListOptions
+				if opts.Continue == "" || expired {
+					return false, nil, nil
+				}
+				expired = true
+				err := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result.")
+				if tt.withToken {
+					err.ErrStatus.Continue = opts.Continue
+				}
+				return true, nil, err
+			})
+			res := run(t, client, runOptions{pageSize: 2}, "-o", "json")
+			require.Equal(t, tt.wantCode, res.code, res.stderr)
+			require.True(t, expired, "a later page of nodes was refused")
+			if !tt.withToken {
+				require.Contains(t, res.stderr, "error: cannot list nodes: The provided continue parameter is too old")
+				return
+			}
+			list := decode(t, res.stdout)
+			require.Equal(t, []row{{Pod: "default/zzz-dead", Node: f.nodeLost.Name, NodeState: "NotReady since 5m", Verdict: "Dead", Rule: "TaintEvicted", Action: ActionForceDelete}}, rowsOf(list))
+			require.Equal(t, "warning: the node list took longer than the API server keeps a consistent snapshot; the rest of it was read at a later state\n", res.stderr)
+		})
+	}
+}
+
+// TestBlankSelectorIsRefusedBeforeAnyPrompt: -l with a selector that
+// selects every pod (blank, or only spaces) is an error before anything is
+// read or asked, instead of a scan of every pod whose deletes are then
+// refused one by one.
+func TestBlankSelectorIsRefusedBeforeAnyPrompt(t *testing.T) {
+	f := loadFixtures(t)
+	for _, sel := range []string{"", " ", "\t"} {
+		t.Run(fmt.Sprintf("%q", sel), func(t *testing.T) {
+			client := newClient(t, f.nodeLost, f.taintEvicted)
+			res := run(t, client, runOptions{stdin: "y\n"}, "-l", sel, "--force-delete")
+			require.Equal(t, ExitError, res.code)
+			require.Contains(t, res.stderr, "selects every pod")
+			require.NotContains(t, res.stdout+res.stderr, "[y/N]", "no prompt")
+			require.Empty(t, client.Actions(), "nothing was read or sent")
 		})
 	}
 }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,12 +70,17 @@ type PodHealth struct {
 	Action string `json:"action"`
 	// HeldBack says why, when Action is held back or refused.
 	HeldBack string `json:"heldBack,omitempty"`
+	// HeldBackReason is the library's reason type (health.HoldReason),
+	// when Action is held back: HeldForFencing, HeldByBreaker,
+	// HeldByBudget, HeldByAnnotation, HeldMalformed or HeldUnidentified.
+	HeldBackReason string `json:"heldBackReason,omitempty"`
 	// Hint says what an administrator can do about the pod.
 	Hint string `json:"hint,omitempty"`
 	// Result is what --force-delete did about the pod.
 	Result string `json:"result,omitempty"`
 
 	pod  *corev1.Pod // as the scan listed it
+	hold health.Hold // why the library held it back
 	done doneKind    // what --force-delete did, for the exit code
 }
 
@@ -124,8 +128,8 @@ func (l *PodHealthList) DeepCopyObject() runtime.Object {
 type nodeView struct {
 	state         string
 	notReadySince *metav1.Time
-	ready         bool // Ready=True
-	known         bool // the node was read, or confirmed gone
+	down          bool // health.NodeState.Down: no kubelet finishes a deletion
+	known         bool // the node's state is not health.NodeUnknown
 }
 
 const (
@@ -133,45 +137,52 @@ const (
 	stateGone    = "gone"
 )
 
-// viewNode describes a node object; gone says a live read confirmed that
-// it does not exist.
+// viewNode describes a node object as the library reads it
+// (health.NodeStateOf); gone says a live read confirmed that it does not
+// exist.
 func viewNode(n *corev1.Node, gone bool, now time.Time) nodeView {
+	state := health.NodeStateOf(n)
 	if gone {
-		return nodeView{state: stateGone, known: true}
+		state = health.NodeGone
 	}
-	if n == nil {
+	switch state {
+	case health.NodeGone:
+		return nodeView{state: stateGone, down: true, known: true}
+	case health.NodeUnknown:
 		return nodeView{state: stateUnknown}
+	case health.NodeReady:
+		// A taint left on a Ready node is stale: its kubelet reports.
+		switch {
+		case hasTaint(n, corev1.TaintNodeOutOfService):
+			return nodeView{state: "Ready (out-of-service taint)", known: true}
+		case hasTaint(n, corev1.TaintNodeUnreachable) || hasTaint(n, corev1.TaintNodeNotReady):
+			return nodeView{state: "Ready (stale node-lifecycle taint)", known: true}
+		}
+		return nodeView{state: "Ready", known: true}
 	}
-	var ready *corev1.NodeCondition
+	var since *metav1.Time
 	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == corev1.NodeReady {
-			ready = &n.Status.Conditions[i]
-			break
+		if c := &n.Status.Conditions[i]; c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
+			since = c.LastTransitionTime.DeepCopy()
 		}
 	}
-	outOfService := false
+	text := "NotReady"
+	if since != nil {
+		text = "NotReady since " + duration.HumanDuration(now.Sub(since.Time))
+	}
+	if state == health.NodeOutOfService {
+		text = "out-of-service, " + text
+	}
+	return nodeView{state: text, notReadySince: since, down: true, known: true}
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
 	for _, t := range n.Spec.Taints {
-		if t.Key == corev1.TaintNodeOutOfService {
-			outOfService = true
+		if t.Key == key {
+			return true
 		}
 	}
-	switch {
-	case ready == nil:
-		return nodeView{state: stateUnknown, known: true}
-	case ready.Status == corev1.ConditionTrue && outOfService:
-		return nodeView{state: "Ready (out-of-service taint)", ready: true, known: true}
-	case ready.Status == corev1.ConditionTrue:
-		return nodeView{state: "Ready", ready: true, known: true}
-	}
-	since := ready.LastTransitionTime.DeepCopy()
-	state := "NotReady since " + duration.HumanDuration(now.Sub(since.Time))
-	if since.IsZero() {
-		state, since = "NotReady", nil
-	}
-	if outOfService {
-		state = "out-of-service, " + state
-	}
-	return nodeView{state: state, notReadySince: since, known: true}
+	return false
 }
 
 // fencingHint is the next step for a pod held back for fencing evidence.
@@ -205,9 +216,7 @@ func describe(r health.PodReport, node nodeView) PodHealth {
 	case r.Outcome == health.WouldForceDelete:
 		row.Action = ActionForceDelete
 	case r.Outcome == health.HeldBack:
-		row.Action = ActionHeldBack
-		row.HeldBack = r.HeldBack
-		row.Hint = heldBackHint(r.HeldBack, p.Spec.NodeName)
+		row.heldBack(r.HeldBack)
 	case r.Verdict.State == health.Dead:
 		row.Action = ActionRefused
 		if r.Err != nil {
@@ -220,16 +229,22 @@ func describe(r health.PodReport, node nodeView) PodHealth {
 	return row
 }
 
+// heldBack records that the library held the row's pod back, and why.
+func (row *PodHealth) heldBack(hold health.Hold) {
+	row.Action, row.HeldBack, row.HeldBackReason, row.hold = ActionHeldBack, hold.String(), hold.Reason.String(), hold
+	row.Hint = heldBackHint(hold.Reason, row.Node)
+}
+
 // heldBackHint says what can release a pod held back for the given reason.
-func heldBackHint(why, node string) string {
-	switch {
-	case strings.HasPrefix(why, "needs fencing evidence"):
+func heldBackHint(reason health.HoldReason, node string) string {
+	switch reason {
+	case health.HeldForFencing:
 		return fencingHint(node)
-	case strings.HasPrefix(why, "breaker open"):
+	case health.HeldByBreaker:
 		return "many nodes are not Ready at once: check the control plane and the network before force-deleting anything"
-	case strings.HasPrefix(why, "force-delete budget"):
+	case health.HeldByBudget:
 		return "run again to delete more, or raise --max-deletes"
-	case strings.HasPrefix(why, "opted out"):
+	case health.HeldByAnnotation:
 		return "remove the annotation " + health.AnnotationForceDelete + " to let it go"
 	}
 	return ""
@@ -239,37 +254,41 @@ func heldBackHint(why, node string) string {
 func actionText(row PodHealth) string {
 	s := row.Action
 	if row.HeldBack != "" {
-		s += ": " + shortHeldBack(row.HeldBack)
+		s += ": " + shortHeldBack(row)
 	}
 	switch {
-	case row.Action == ActionHeldBack && shortHint(row.HeldBack) != "":
-		s += "; " + shortHint(row.HeldBack)
+	case row.Action == ActionHeldBack && shortHint(row.hold.Reason) != "":
+		s += "; " + shortHint(row.hold.Reason)
 	case row.Action == ActionWait:
 		s += ": no rule calls it dead yet"
 	}
 	return s
 }
 
-// shortHeldBack shortens the library's fencing reason for the table; -o
-// wide and -o json keep it whole.
-func shortHeldBack(why string) string {
-	if rest, ok := strings.CutPrefix(why, "needs fencing evidence (node gone, or not Ready with the out-of-service taint): "); ok {
-		if owner, ok := strings.CutPrefix(rest, "owned by StatefulSet "); ok {
-			return "StatefulSet " + owner + ": needs fencing evidence"
-		}
-		return rest + ": needs fencing evidence"
+// shortHeldBack shortens the library's reason for the table; -o wide and
+// -o json keep it whole.
+func shortHeldBack(row PodHealth) string {
+	if row.hold.Reason != health.HeldForFencing {
+		return row.HeldBack
 	}
-	return why
+	if row.pod != nil {
+		for _, ref := range row.pod.OwnerReferences {
+			if ref.Kind == "StatefulSet" {
+				return "StatefulSet " + ref.Name + ": needs fencing evidence"
+			}
+		}
+	}
+	return row.hold.Detail + ": needs fencing evidence"
 }
 
-// shortHint is the table's hint for a held-back pod.
-func shortHint(why string) string {
-	switch {
-	case strings.HasPrefix(why, "needs fencing evidence"):
+// shortHint is the table's hint for a pod held back for reason.
+func shortHint(reason health.HoldReason) string {
+	switch reason {
+	case health.HeldForFencing:
 		return "taint the node out-of-service once it is powered off"
-	case strings.HasPrefix(why, "breaker open"):
+	case health.HeldByBreaker:
 		return "check the control plane and network"
-	case strings.HasPrefix(why, "force-delete budget"):
+	case health.HeldByBudget:
 		return "run again or raise --max-deletes"
 	}
 	return ""
@@ -293,7 +312,7 @@ func resultText(r health.PodReport) string {
 	case health.NotAttempted:
 		return "not attempted: interrupted"
 	case health.HeldBack:
-		return "held back: " + r.HeldBack
+		return "held back: " + r.HeldBack.String()
 	case health.WouldForceDelete:
 		return "would force-delete"
 	}

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -50,15 +49,14 @@ func (s *scan) run(ctx context.Context) (scanResult, error) {
 	defer s.endProgress(&res)
 	for {
 		page, err := s.client.CoreV1().Pods(s.namespace).List(ctx, opts)
+		if next, ok := resumeExpired(err, opts); ok {
+			// The scan outlived its continue token: go on from the next
+			// pod at the current state, as the API server offers.
+			opts.Continue = next
+			res.warnings = appendOnce(res.warnings, "the pod list took longer than the API server keeps a consistent snapshot; the rest of it was read at a later state")
+			continue
+		}
 		if err != nil {
-			var status apierrors.APIStatus
-			if apierrors.IsResourceExpired(err) && opts.Continue != "" && errors.As(err, &status) && status.Status().Continue != "" {
-				// The scan outlived its continue token: go on from the next
-				// pod at the current state, as the API server offers.
-				opts.Continue = status.Status().Continue
-				res.warnings = appendOnce(res.warnings, "the pod list took longer than the API server keeps a consistent snapshot; the rest of it was read at a later state")
-				continue
-			}
 			return res, s.listError(err)
 		}
 		res.pages++
@@ -122,14 +120,15 @@ func (s *scan) judge(ctx context.Context, pods []*corev1.Pod) ([]PodHealth, erro
 	return rows, nil
 }
 
-// stuck is true of a terminating pod whose node is not Ready; without
-// node evidence, of one whose deletion deadline has passed.
+// stuck is true of a terminating pod whose node is down
+// (health.NodeState.Down); when the node's state is unknown, of one whose
+// deletion deadline has passed.
 func (s *scan) stuck(pod *corev1.Pod, node nodeView) bool {
 	if pod.Spec.NodeName == "" {
 		return false
 	}
 	if node.known {
-		return !node.ready
+		return node.down
 	}
 	return pod.DeletionTimestamp != nil && s.clock.Now().After(pod.DeletionTimestamp.Time)
 }
