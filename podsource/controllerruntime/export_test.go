@@ -1,0 +1,10 @@
+package controllerruntime
+
+import "time"
+
+// SetReadTimeout sets the read timeout for a test and returns the old one.
+func SetReadTimeout(d time.Duration) time.Duration {
+	old := readTimeout
+	readTimeout = d
+	return old
+}
