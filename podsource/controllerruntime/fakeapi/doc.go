@@ -24,7 +24,10 @@
 //     refused with a Conflict and changes nothing;
 //   - an object may be seeded with a deletionTimestamp and no finalizers:
 //     the client keeps it with a finalizer of its own (Finalizer) that Get
-//     and List never show;
+//     and List never show, and that an Update keeps, so that a Get then
+//     Update of a stuck Terminating pod leaves it stuck;
+//   - a delete with DryRun All is checked (NotFound, the UID precondition)
+//     and changes nothing;
 //   - a delete of a pod bound to a node, with a grace period other than 0,
 //     only sets its deletionTimestamp: the pod stays, Terminating, as on a
 //     lost node; a delete with a grace period of 0 (or of a pod not bound
@@ -35,7 +38,8 @@
 // What it does not do: the deletionTimestamp of a graceful delete is the
 // time of the delete, not that time plus the grace period, and
 // deletionGracePeriodSeconds is not set; watches (client.WithWatch) show
-// the hidden finalizer. Wrap the client again with interceptor.NewClient to
+// the hidden finalizer, and a Patch that sets the finalizers replaces it
+// (use Update on such a pod). Wrap the client again with interceptor.NewClient to
 // inject faults of your own.
 //
 // The client is safe for concurrent use; its deletes are serialized.

@@ -62,6 +62,7 @@ func NewClient(objs ...client.Object) (client.WithWatch, error) {
 		Get:    s.get,
 		List:   s.list,
 		Create: s.create,
+		Update: s.update,
 		Delete: s.delete,
 	}), nil
 }
@@ -104,6 +105,11 @@ func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Obje
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	do := (&client.DeleteOptions{}).ApplyOptions(opts)
+	if len(do.DryRun) > 0 && do.DryRun[0] == metav1.DryRunAll {
+		// A dry run is checked as a delete would be (the object exists,
+		// its UID precondition holds) and changes nothing.
+		return s.checkDelete(ctx, c, obj, do)
+	}
 	current, ok := obj.DeepCopyObject().(client.Object)
 	if !ok {
 		return c.Delete(ctx, obj, opts...)
@@ -155,6 +161,47 @@ func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Obje
 }
 
 // hide removes Finalizer from obj's finalizers.
+// checkDelete answers a dry-run delete: NotFound for a missing object, a
+// Conflict for a UID precondition that does not hold, else nil.
+func (s *server) checkDelete(ctx context.Context, c client.WithWatch, obj client.Object, do *client.DeleteOptions) error {
+	current, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+		return err
+	}
+	if do.Preconditions != nil && do.Preconditions.UID != nil && *do.Preconditions.UID != current.GetUID() {
+		return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, obj.GetName(),
+			fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s)", *do.Preconditions.UID, current.GetUID()))
+	}
+	return nil
+}
+
+// update keeps Finalizer on an object that holds it: the caller read the
+// object without it (Get hides it), and an API server would not drop a
+// finalizer it never showed, so a stuck Terminating pod stays stuck.
+func (s *server) update(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if current, ok := obj.DeepCopyObject().(client.Object); ok {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), current); err == nil && hasFinalizer(current, Finalizer) && !hasFinalizer(obj, Finalizer) {
+			obj.SetFinalizers(append(obj.GetFinalizers(), Finalizer))
+			defer hide(obj) // the caller's object shows what Get would
+		}
+	}
+	return c.Update(ctx, obj, opts...)
+}
+
+func hasFinalizer(obj metav1.Object, f string) bool {
+	for _, x := range obj.GetFinalizers() {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
 func hide(obj metav1.Object) {
 	fs := obj.GetFinalizers()
 	for i, f := range fs {

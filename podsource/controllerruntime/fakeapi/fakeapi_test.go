@@ -110,3 +110,72 @@ func TestNewClientRefusesANilObject(t *testing.T) {
 	_, err := fakeapi.NewClient(nil)
 	require.ErrorContains(t, err, "nil")
 }
+
+// TestDryRunDeleteChangesNothing: a DELETE with DryRun All answers as the
+// API server does (404 for a missing pod, 409 for a wrong UID
+// precondition, else nil) and leaves every pod as it was.
+func TestDryRunDeleteChangesNothing(t *testing.T) {
+	zero := int64(0)
+	otherUID := types.UID("someone-else")
+	tests := []struct {
+		name    string
+		target  string
+		opts    client.DeleteOptions
+		wantErr func(error) bool
+	}{
+		{name: "force delete", target: "bound", opts: client.DeleteOptions{GracePeriodSeconds: &zero, DryRun: []string{metav1.DryRunAll}}},
+		{name: "graceful delete", target: "bound", opts: client.DeleteOptions{DryRun: []string{metav1.DryRunAll}}},
+		{name: "force delete of a stuck pod", target: "stuck", opts: client.DeleteOptions{GracePeriodSeconds: &zero, DryRun: []string{metav1.DryRunAll}}},
+		{name: "wrong UID", target: "bound", opts: client.DeleteOptions{GracePeriodSeconds: &zero, DryRun: []string{metav1.DryRunAll}, Preconditions: &metav1.Preconditions{UID: &otherUID}}, wantErr: apierrors.IsConflict},
+		{name: "missing", target: "missing", opts: client.DeleteOptions{DryRun: []string{metav1.DryRunAll}}, wantErr: apierrors.IsNotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := fakeapi.NewClient(pod("bound", "node-lost"), terminating(pod("stuck", "node-lost")))
+			require.NoError(t, err)
+			before := map[string]*corev1.Pod{}
+			for _, name := range []string{"bound", "stuck"} {
+				before[name], err = get(t, c, name)
+				require.NoError(t, err)
+			}
+			target := pod(tc.target, "")
+			err = c.Delete(context.Background(), target, &tc.opts)
+			if tc.wantErr != nil {
+				require.True(t, tc.wantErr(err), "error %v", err)
+			} else {
+				require.NoError(t, err)
+			}
+			for name, was := range before {
+				now, err := get(t, c, name)
+				require.NoError(t, err, "pod %s is still there", name)
+				require.Equal(t, was.DeletionTimestamp == nil, now.DeletionTimestamp == nil, "pod %s: deletionTimestamp unchanged", name)
+				require.Equal(t, was.Finalizers, now.Finalizers)
+			}
+		})
+	}
+}
+
+// TestGetThenUpdateOfAStuckPodLeavesItStuck: an Update built from a Get of
+// a pod seeded Terminating keeps it Terminating (the hidden finalizer
+// survives), as on an API server, where no finalizer disappears because a
+// client did not see it; a later force delete still removes it.
+func TestGetThenUpdateOfAStuckPodLeavesItStuck(t *testing.T) {
+	c, err := fakeapi.NewClient(terminating(pod("stuck", "node-lost")))
+	require.NoError(t, err)
+	p, err := get(t, c, "stuck")
+	require.NoError(t, err)
+	require.Empty(t, p.Finalizers, "Get hides the client's finalizer")
+	p.Labels = map[string]string{"touched": "yes"}
+	require.NoError(t, c.Update(context.Background(), p))
+	require.Empty(t, p.Finalizers, "the caller's object still shows what Get shows")
+
+	after, err := get(t, c, "stuck")
+	require.NoError(t, err, "the pod is still stuck, not removed by the update")
+	require.NotNil(t, after.DeletionTimestamp)
+	require.Equal(t, "yes", after.Labels["touched"])
+
+	zero := int64(0)
+	require.NoError(t, c.Delete(context.Background(), after, &client.DeleteOptions{GracePeriodSeconds: &zero}))
+	_, err = get(t, c, "stuck")
+	require.True(t, apierrors.IsNotFound(err), "a force delete removes it: %v", err)
+}
