@@ -309,6 +309,27 @@ func TestNamelessRegistryPodOfTheFakeClientsetStaysHealthy(t *testing.T) {
 	require.Len(t, w.creates(0), 1, "pods created")
 }
 
+// A dead registry pod that the fake clientset stored without a name or a
+// UID (it ignores generateName) cannot be force-deleted safely, so it is
+// held back: the check answers (false, nil), as for any dead pod held back
+// (row D9), not an error, and Ensure creates the replacement, as OLM's own
+// reconciler tests expect. No DELETE is sent.
+func TestNamelessDeadRegistryPodOfTheFakeClientsetIsHeldBackAndReplaced(t *testing.T) {
+	dead := registryPod(t, testutil.PodTaintEvicted, catalog)
+	dead.Name, dead.UID = "", ""
+	w := newWorld(t, []*corev1.Pod{dead}, testutil.LoadNode(t, testutil.NodeLost))
+	nameLikeTheAPIServer(w.client) // the replacement gets a name, the seeded pod keeps none
+	ctx := context.Background()
+
+	healthy, err := w.reconciler(t).CheckRegistryServer(ctx, catalog)
+	require.NoError(t, err, "a pod that cannot be identified is held back, not an error")
+	require.False(t, healthy)
+
+	require.NoError(t, w.reconciler(t).EnsureRegistryServer(ctx, catalog))
+	require.Len(t, w.creates(0), 1, "the replacement is created")
+	require.Empty(t, w.deletes(0), "nothing is deleted without a UID precondition")
+}
+
 // lagging returns a world whose cache lists a current pod and a
 // taint-evicted pod on a lost node, and never catches up.
 func lagging(t *testing.T) *world {
