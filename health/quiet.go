@@ -2,6 +2,15 @@ package health
 
 import corev1 "k8s.io/api/core/v1"
 
+// The quiet path: a check that reports nothing (no Report, no Observer)
+// counts most pods alive from their deletionTimestamp and phase alone, and
+// skips pods the Memory holds as force-deleted while a pod is alive. It
+// pays: BenchmarkRealistic with it forced off, against it on (benchstat,
+// 6 runs each, interleaved), costs per pod without node evidence
+// 30 -> 2.2 ns at 1,000 pods and 81 -> 9.9 ns at 10,000 (74 -> 11 ns
+// with 1% dead), and with node evidence 56 -> 28 ns at 1,000 and
+// 173 -> 25 ns at 10,000: check/baseline 4.6 -> 0.58 at 10,000 pods.
+
 // leadingAlive returns how many pods at the start of the list are alive by
 // their deletionTimestamp and phase alone, for a check that reports no
 // verdict and looks no node up (see Rules.aliveUnlessDeletingOrTerminal):
