@@ -48,7 +48,7 @@ tool (
 
 require (
 	github.com/go-logr/logr v1.4.4
-	github.com/podhealth/podhealth v0.0.0-00010101000000-000000000000
+	github.com/podhealth/podhealth v0.1.0
 	github.com/prometheus/common v0.70.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -54,9 +54,10 @@
 //
 // In D5 every dead pod is still attempted; each *DeleteError unwraps to the
 // Deleter's own error, so errors.Is, errors.As and apierrors.IsXxx reach it.
-// A dead pod without a name or a UID is judged like any other, but its force
-// delete is refused (a *DeleteError wrapping ErrUnidentifiedPod): without a
-// UID precondition it could hit a newer pod. In D7 a context that is done
+// A dead pod without a name or a UID is judged like any other, but held back
+// (HeldUnidentified, rows D8 and D9, no error): without a UID precondition
+// its DELETE could hit a newer pod, and every Deleter refuses it too
+// (ErrUnidentifiedPod). In D7 a context that is done
 // before the check lists nothing; one that ends between force deletes leaves
 // the remaining dead pods NotAttempted. A source that returns a nil pod
 // fails the check with a *ListError (D6), and nothing is deleted.
@@ -72,29 +73,36 @@
 // A force delete frees a pod's name and its volume claims at once. If the
 // "dead" node is only partitioned, its containers still run: harmless for a
 // stateless server, two writers for a stateful one. So a dead pod is held
-// back (Outcome HeldBack, with PodReport.HeldBack saying why) when:
+// back (Outcome HeldBack, with PodReport.HeldBack saying why: a Hold with a
+// HoldReason to switch on and a Detail for people) when:
 //
-//   - it carries the annotation podhealth.io/force-delete=never;
+//   - it carries the annotation podhealth.io/force-delete=never
+//     (HeldByAnnotation);
 //   - it is malformed: two of its conditions share a type, which the API
-//     server never serves;
+//     server never serves (HeldMalformed);
+//   - it has no name or no UID (HeldUnidentified);
 //   - Options.Fencing says it needs fencing evidence (by default: owned by a
 //     StatefulSet, mounting a ReadWriteOnce or ReadWriteOncePod claim, or
 //     mounting an inline volume that one node writes at a time; see
 //     FenceStateful)
 //     and neither its verdict nor its node shows that its containers cannot
-//     run: the node is gone, or not Ready with the
-//     node.kubernetes.io/out-of-service taint;
+//     run: the node is NodeGone or NodeOutOfService (HeldForFencing);
 //   - the Breaker is open: an unusual share of the nodes of the cluster or of
 //     the pod's zone is not Ready, which points to a control-plane or
-//     network problem rather than to failed nodes;
+//     network problem rather than to failed nodes (HeldByBreaker);
 //   - the DeleteBudget of force deletes per window is spent; Report.RetryAfter
-//     says when to check again.
+//     says when to check again (HeldByBudget).
 //
-// Node evidence comes through the optional Options.Nodes (a node cache) and
-// Options.LiveNodes (a live read, the only proof that a node is gone).
+// Node evidence comes through the optional Options.Nodes (a node cache, or
+// live reads) and Options.LiveNodes (a live read, the only proof that a node
+// is gone). What a node says is decided in one place, NodeStateOf, which
+// every rule and the Breaker ask: a node whose Ready condition is True is
+// NodeReady whatever taints are left on it. A NodeGetter that cannot answer
+// about any node (ErrNodesUnavailable) is asked once per check, and
+// Report.NodeEvidence says so.
 // TaintEvicted uses it to tell a failed node from a Ready one (without it, a
 // taint-evicted pod is dead only past its deletionTimestamp on the Checker's
-// clock); NodeGone calls dead any pod whose node a live read confirms gone;
+// clock, and Report.RetryAfter says when that is); NodeGone calls dead any pod whose node a live read confirms gone;
 // OutOfService and TerminatingTooLong call terminating pods dead on a node
 // that is not Ready. Without node evidence those three have no opinion, and
 // pods that need fencing are held back.
@@ -110,7 +118,10 @@
 //
 // # Concurrency
 //
-// Checker, Memory and DeleteBudget are safe for concurrent use. Concurrent
+// Checker, Memory and DeleteBudget are safe for concurrent use; Hold,
+// Verdict, PodReport and Report are values. A Checker must come from New
+// (the zero Checker answers an error); the zero Memory has the default
+// bounds; a DeleteBudget must come from NewDeleteBudget. Concurrent
 // checks that meet the same dead pod send a single DELETE and share its
 // outcome. Panics in dependencies are not recovered and leave nothing held;
 // see Checker.

@@ -2,11 +2,10 @@ module github.com/podhealth/podhealth/cmd/kubectl-podhealth
 
 go 1.26.0
 
-replace github.com/podhealth/podhealth => ../..
 
 require (
 	github.com/google/go-cmp v0.7.0
-	github.com/podhealth/podhealth v0.0.0-00010101000000-000000000000
+	github.com/podhealth/podhealth v0.1.0
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/term v0.45.0

@@ -77,22 +77,18 @@ func replacement(ns, app, image string) *corev1.Pod {
 // run keeps the pods labelled app=<app> in ns at one live pod at least,
 // until ctx ends. newPod returns the replacement to create.
 func run(ctx context.Context, client kubernetes.Interface, ns, app string, newPod func() *corev1.Pod, opts health.Options) error {
+	// readme:begin clientgo-wiring
 	selector := labels.SelectorFromSet(labels.Set{"app": app})
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 30*time.Second, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector.String() }))
 	pods := factory.Core().V1().Pods()
-	source, err := kube.NewListerSource(pods.Lister(), ns, selector) // reads the informer's cache
+	// The informer's cache as the source, a scoped deleter, and nodes read
+	// live for the pods that are terminating.
+	checker, err := kube.NewChecker(client, pods.Lister(), ns, selector, kube.CheckerOptions{Health: opts})
 	if err != nil {
 		return err
 	}
-	deleter, err := kube.NewDeleter(client.CoreV1(), ns, kube.DeleterOptions{Selector: selector})
-	if err != nil {
-		return err
-	}
-	checker, err := health.New(source, deleter, opts)
-	if err != nil {
-		return err
-	}
+	// readme:end clientgo-wiring
 	tracker := replacements.New(replacements.Options{Clock: opts.Clock}) // the replacements not yet in the cache
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	enqueue := func(any) { queue.Add(app) } // on every change of one of its pods

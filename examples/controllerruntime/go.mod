@@ -8,8 +8,8 @@ replace (
 )
 
 require (
-	github.com/podhealth/podhealth v0.0.0
-	github.com/podhealth/podhealth/podsource/controllerruntime v0.0.0
+	github.com/podhealth/podhealth v0.1.0
+	github.com/podhealth/podhealth/podsource/controllerruntime v0.1.0
 	github.com/stretchr/testify v1.12.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -3,7 +3,7 @@ module github.com/podhealth/podhealth/examples/prometheus
 go 1.26.0
 
 require (
-	github.com/podhealth/podhealth v0.0.0-00010101000000-000000000000
+	github.com/podhealth/podhealth v0.1.0
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/common v0.70.0
 	github.com/stretchr/testify v1.12.1

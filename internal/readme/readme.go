@@ -195,3 +195,83 @@ func Compare(fsys fs.FS, s Snippet) error {
 	}
 	return fmt.Errorf("%s: differs", where) // not reached: equal lines mean equal text
 }
+
+// TestNames returns the names of the Go tests, fuzz targets, benchmarks and
+// examples that the Markdown text md names in code spans (such as
+// `TestDecisionTable/D10`), each once, in their order; a subtest's name
+// is cut at its first slash.
+func TestNames(md string) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, span := range strings.Split(md, "`")[1:] {
+		name, _, _ := strings.Cut(span, "/")
+		if !isTestName(name) || seen[name] {
+			continue
+		}
+		seen[name] = true
+		names = append(names, name)
+	}
+	return names
+}
+
+func isTestName(s string) bool {
+	for _, prefix := range []string{"Test", "Fuzz", "Benchmark", "Example"} {
+		// As go test requires, what follows the prefix does not start
+		// with a lower-case letter.
+		if rest, ok := strings.CutPrefix(s, prefix); ok && rest != "" && !(rest[0] >= 'a' && rest[0] <= 'z') && strings.IndexFunc(rest, func(r rune) bool {
+			return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// DeclaredTests returns the top-level functions named like tests that the
+// _test.go files of fsys declare, in every module of the tree.
+func DeclaredTests(fsys fs.FS) (map[string]bool, error) {
+	declared := map[string]bool{}
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." || d.Name() == "testdata"):
+			return fs.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		src, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(src), "\n") {
+			rest, ok := strings.CutPrefix(line, "func ")
+			if !ok {
+				continue
+			}
+			if name, _, ok := strings.Cut(rest, "("); ok && isTestName(name) {
+				declared[name] = true
+			}
+		}
+		return nil
+	})
+	return declared, err
+}
+
+// RelativeLinks returns the targets of the Markdown links of md that are
+// paths in the repository (not URLs, not bare #anchors), without their
+// #anchor.
+func RelativeLinks(md string) []string {
+	var out []string
+	for _, part := range strings.Split(md, "](")[1:] {
+		target, _, ok := strings.Cut(part, ")")
+		if !ok || strings.Contains(target, "://") || strings.HasPrefix(target, "#") || strings.HasPrefix(target, "mailto:") {
+			continue
+		}
+		target, _, _ = strings.Cut(target, "#")
+		if target != "" {
+			out = append(out, target)
+		}
+	}
+	return out
+}

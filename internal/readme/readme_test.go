@@ -3,6 +3,7 @@ package readme_test
 import (
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -13,24 +14,64 @@ import (
 	"github.com/podhealth/podhealth/internal/readme"
 )
 
-// TestREADMESnippetsAreExcerptsOfTheirFiles checks every snippet marker of
-// the repository's README.md, one subtest per snippet.
-func TestREADMESnippetsAreExcerptsOfTheirFiles(t *testing.T) {
+// TestDocSnippetsAreExcerptsOfTheirFiles checks every snippet marker of
+// the repository's README.md and of docs/*.md, one subtest per snippet.
+// The README must have snippets; a page of docs/ may have none.
+func TestDocSnippetsAreExcerptsOfTheirFiles(t *testing.T) {
 	root := os.DirFS("../..")
-	data, err := fs.ReadFile(root, "README.md")
+	pages, err := fs.Glob(root, "docs/*.md")
 	require.NoError(t, err)
-	snippets, err := readme.Parse(string(data))
-	require.NoError(t, err)
-	require.NotEmpty(t, snippets, "README.md has no snippet marker")
-	seen := map[string]int{}
-	for _, s := range snippets {
-		t.Run(s.Name, func(t *testing.T) {
-			require.Zero(t, seen[s.Name], "snippet %s is also bound at README line %d", s.Name, seen[s.Name])
-			seen[s.Name] = s.Line
-			require.NoError(t, readme.Compare(root, s))
-		})
+	require.NotEmpty(t, pages, "no docs/*.md")
+	for _, page := range append([]string{"README.md"}, pages...) {
+		data, err := fs.ReadFile(root, page)
+		require.NoError(t, err)
+		snippets, err := readme.Parse(string(data))
+		require.NoError(t, err, page)
+		if page == "README.md" {
+			require.NotEmpty(t, snippets, "README.md has no snippet marker")
+		}
+		seen := map[string]int{}
+		for _, s := range snippets {
+			t.Run(page+"/"+s.Name, func(t *testing.T) {
+				require.Zero(t, seen[s.Name], "snippet %s is also bound at line %d", s.Name, seen[s.Name])
+				seen[s.Name] = s.Line
+				require.NoError(t, readme.Compare(root, s))
+			})
+		}
 	}
 	require.NoError(t, readme.Check(root, "README.md"))
+}
+
+// TestEveryTestTheGuaranteesNameExists: each guarantee of
+// docs/guarantees.md names the tests that enforce it; a renamed or deleted
+// test would leave a guarantee that nothing enforces.
+func TestEveryTestTheGuaranteesNameExists(t *testing.T) {
+	root := os.DirFS("../..")
+	data, err := fs.ReadFile(root, "docs/guarantees.md")
+	require.NoError(t, err)
+	names := readme.TestNames(string(data))
+	require.Greater(t, len(names), 50, "docs/guarantees.md names few tests: %v", names)
+	declared, err := readme.DeclaredTests(root)
+	require.NoError(t, err)
+	var missing []string
+	for _, n := range names {
+		if !declared[n] {
+			missing = append(missing, n)
+		}
+	}
+	require.Empty(t, missing, "tests named in docs/guarantees.md that no _test.go file declares")
+}
+
+func TestTestNamesFindsTestsInCodeSpans(t *testing.T) {
+	md := "| row | `TestA`, `TestDecisionTable/D10`, `FuzzCheck` (pkg), `BenchmarkX`, `ExampleNew`, `Testing`, `Test`, `health.TestDeleter`, `TestA` |"
+	require.Empty(t, cmp.Diff([]string{"TestA", "TestDecisionTable", "FuzzCheck", "BenchmarkX", "ExampleNew"}, readme.TestNames(md)))
+	declared, err := readme.DeclaredTests(fstest.MapFS{
+		"a/x_test.go":          {Data: []byte("package a\n\nfunc TestA(t *testing.T) {}\nfunc helper() {}\nfunc (s) TestMethod() {}\n")},
+		"b/y.go":               {Data: []byte("func TestNotInATestFile(t *testing.T) {}\n")},
+		"c/testdata/z_test.go": {Data: []byte("func TestInTestdata(t *testing.T) {}\n")},
+	})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"TestA": true}, declared)
 }
 
 const source = `package main
@@ -184,5 +225,26 @@ func TestCheckFailsOnEveryBrokenPair(t *testing.T) {
 				require.ErrorContains(t, err, want)
 			}
 		})
+	}
+}
+
+// TestREADMEIsAFrontDoor keeps README.md at most 12 KB, the details in
+// docs/, and every relative link of README.md and docs/*.md pointing at a
+// file or directory that exists.
+func TestREADMEIsAFrontDoor(t *testing.T) {
+	root := os.DirFS("../..")
+	data, err := fs.ReadFile(root, "README.md")
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(data), 12_000, "README.md is %d bytes: move details to docs/", len(data))
+	pages, err := fs.Glob(root, "docs/*.md")
+	require.NoError(t, err)
+	for _, page := range append([]string{"README.md"}, pages...) {
+		data, err := fs.ReadFile(root, page)
+		require.NoError(t, err)
+		for _, link := range readme.RelativeLinks(string(data)) {
+			target := path.Join(path.Dir(page), link)
+			_, err := fs.Stat(root, target)
+			require.NoError(t, err, "%s links to %s", page, link)
+		}
 	}
 }

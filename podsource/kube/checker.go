@@ -1,0 +1,119 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/nilcheck"
+)
+
+// CheckerOptions configure NewChecker. The zero value gives a Checker with
+// the default rules and policy, node evidence read live (see Nodes), no
+// claim evidence (a pod with a claim counts as stateful), no Breaker, and
+// no events.
+type CheckerOptions struct {
+	// Health are the Checker's options. NewChecker fills in Nodes,
+	// LiveNodes, Breaker.Nodes and Observer as the fields below say, and
+	// only where they are nil; everything else (Memory, Budget, Logger,
+	// Rules, DryRun...) is passed on as it is. Checkers built per reconcile
+	// share one health.Memory (see package health).
+	Health health.Options
+	// Nodes, when not nil, is a node informer (from a factory without a
+	// namespace and without list options, so that it holds every node):
+	// its cache is Health.Nodes and Health.Breaker.Nodes, and a live GET
+	// confirms that a node it misses is gone (Health.LiveNodes). Register
+	// it before the factory starts. Nil means node evidence without an
+	// informer: Health.Nodes reads each node live, once per check and only
+	// for the nodes of pods that are terminating or finished, so that a
+	// taint-evicted pod on a node that is not Ready is dead at once,
+	// without waiting for its deletion deadline. A node is then never
+	// confirmed gone and there is no Breaker.
+	Nodes coreinformers.NodeInformer
+	// NoNodeEvidence, when true, leaves Health.Nodes and Health.LiveNodes
+	// nil, whatever Nodes says: no node is read at all.
+	NoNodeEvidence bool
+	// Recorder, when not nil and Health.Observer is nil, records an
+	// EventObserver's events (core/v1), for example from
+	// record.NewBroadcaster().NewRecorder(scheme.Scheme, source).
+	Recorder record.EventRecorder
+	// EventObject, when not nil, is the object the events are recorded
+	// on, such as the workload's own object (EventObserverOptions.Object).
+	EventObject runtime.Object
+}
+
+// NewChecker builds a Checker of the pods of namespace that match selector
+// in one call: a ListerSource over pods (the lister of a started informer:
+// a check sends no LIST), a Deleter over client, node evidence and events
+// as opts say. namespace and selector are required, and refused as
+// NewListerSource refuses them.
+//
+// It is cheap enough to call in every reconcile; the checkers of one
+// operator should then share a health.Memory in opts.Health.Memory. The
+// requests it sends are those of PolicyRules, and of EvidencePolicyRules
+// for the nodes.
+func NewChecker(client kubernetes.Interface, pods corelisters.PodLister, namespace string, selector labels.Selector, opts CheckerOptions) (*health.Checker, error) {
+	if isNil(client) {
+		return nil, errors.New("kube: NewChecker: nil kubernetes.Interface")
+	}
+	if isNil(pods) {
+		return nil, errors.New("kube: NewChecker: nil PodLister")
+	}
+	source, err := NewListerSource(pods, namespace, selector)
+	if err != nil {
+		return nil, err
+	}
+	deleter, err := NewDeleter(client.CoreV1(), namespace, DeleterOptions{Selector: selector})
+	if err != nil {
+		return nil, err
+	}
+	h := opts.Health
+	if !opts.NoNodeEvidence {
+		if err := opts.nodeEvidence(client, &h); err != nil {
+			return nil, err
+		}
+	}
+	if h.Observer == nil && !isNil(opts.Recorder) {
+		if h.Observer, err = NewEventObserver(opts.Recorder, EventObserverOptions{Object: opts.EventObject}); err != nil {
+			return nil, err
+		}
+	}
+	return health.New(source, deleter, h)
+}
+
+// nodeEvidence fills in h's node evidence where it is nil.
+func (opts CheckerOptions) nodeEvidence(client kubernetes.Interface, h *health.Options) error {
+	live, err := NewLiveNodes(client.CoreV1())
+	if err != nil {
+		return err
+	}
+	if isNil(opts.Nodes) {
+		if h.Nodes == nil {
+			h.Nodes = live
+		}
+		return nil
+	}
+	cached, err := NewNodeSource(opts.Nodes)
+	if err != nil {
+		return fmt.Errorf("kube: NewChecker: %w", err)
+	}
+	if h.Nodes == nil {
+		h.Nodes = cached
+	}
+	if h.LiveNodes == nil {
+		h.LiveNodes = live
+	}
+	if h.Breaker.Nodes == nil {
+		h.Breaker.Nodes = cached
+	}
+	return nil
+}
+
+var isNil = nilcheck.IsNil

@@ -1,0 +1,136 @@
+package kube_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/podsource/kube"
+)
+
+// TestNewCheckerWiresAWorkloadInOneCall builds the Checker of the fixture
+// workload with kube.NewChecker, 10 s before the taint-evicted pod's
+// deletion deadline, and shows what each choice of node evidence does:
+// read live without a node informer (the lost node is read once and is not
+// Ready, so the pod goes at once), from a node informer (also a Breaker),
+// or none at all (the pod waits for its deadline, and RetryAfter says
+// when). The recorder gets the force delete's event.
+func TestNewCheckerWiresAWorkloadInOneCall(t *testing.T) {
+	lost := loadNode(t, "node-lost.json")
+	healthy := loadNode(t, "node-healthy.json") // a Breaker with every node down would hold the pod back
+	evicted := loadPod(t, podTaintEvicted)
+	tests := []struct {
+		name          string
+		opts          func(t *testing.T, client *fake.Clientset) kube.CheckerOptions
+		wantOutcome   health.Outcome
+		wantNodeGets  int
+		wantRetry     time.Duration
+		wantEventSeen bool
+	}{
+		{
+			name:        "no node informer: the node is read live",
+			opts:        func(*testing.T, *fake.Clientset) kube.CheckerOptions { return kube.CheckerOptions{} },
+			wantOutcome: health.ForceDeleted, wantNodeGets: 1, wantEventSeen: true,
+		},
+		{
+			name: "a node informer: its cache, and a Breaker over it",
+			opts: func(t *testing.T, client *fake.Clientset) kube.CheckerOptions {
+				factory := informers.NewSharedInformerFactory(client, 0)
+				nodes := factory.Core().V1().Nodes()
+				opts := kube.CheckerOptions{Nodes: nodes}
+				_ = nodes.Informer() // registered before the factory starts
+				testutil.StartInformers(t, client, factory, "nodes")
+				return opts
+			},
+			wantOutcome: health.ForceDeleted, wantEventSeen: true,
+		},
+		{
+			name: "no node evidence: the pod waits for its deadline",
+			opts: func(*testing.T, *fake.Clientset) kube.CheckerOptions {
+				return kube.CheckerOptions{NoNodeEvidence: true}
+			},
+			wantOutcome: health.NoAction, wantRetry: 10 * time.Second,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(lost.DeepCopy(), healthy.DeepCopy(), evicted.DeepCopy())
+			lister := startPodInformer(t, client, "default")
+			recorder := record.NewFakeRecorder(10)
+			opts := tt.opts(t, client)
+			opts.Recorder = recorder
+			opts.Health.Clock = clocktesting.NewFakePassiveClock(evicted.DeletionTimestamp.Add(-10 * time.Second))
+			before := len(client.Actions())
+			checker, err := kube.NewChecker(client, lister, "default", registry, opts)
+			require.NoError(t, err)
+
+			report, err := checker.CheckReport(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, tt.wantOutcome, report.Pods[0].Outcome, "%+v held back: %s", report.Pods[0].Verdict, report.Pods[0].HeldBack)
+			require.Equal(t, tt.wantRetry, report.RetryAfter)
+			gets := 0
+			for _, v := range verbs(client, before) {
+				if v == "get nodes" {
+					gets++
+				}
+			}
+			require.Equal(t, tt.wantNodeGets, gets, "live node reads")
+			if tt.wantOutcome == health.ForceDeleted {
+				require.Len(t, deleteActions(client), 1)
+			} else {
+				require.Empty(t, deleteActions(client))
+			}
+			require.Equal(t, tt.wantEventSeen, len(recorder.Events) == 1, "events recorded")
+		})
+	}
+}
+
+func TestNewCheckerRefusesWhatItsPartsRefuse(t *testing.T) {
+	client := fake.NewClientset()
+	lister := startPodInformer(t, client, "default")
+	var nilClient *fake.Clientset
+	tests := []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"nil client", func() error {
+			_, err := kube.NewChecker(nil, lister, "default", registry, kube.CheckerOptions{})
+			return err
+		}, "nil kubernetes.Interface"},
+		{"typed nil client", func() error {
+			_, err := kube.NewChecker(nilClient, lister, "default", registry, kube.CheckerOptions{})
+			return err
+		}, "nil kubernetes.Interface"},
+		{"nil lister", func() error {
+			_, err := kube.NewChecker(client, nil, "default", registry, kube.CheckerOptions{})
+			return err
+		}, "nil PodLister"},
+		{"selector of every pod", func() error {
+			_, err := kube.NewChecker(client, lister, "default", labels.Everything(), kube.CheckerOptions{})
+			return err
+		}, "selects every pod"},
+		{"no namespace", func() error {
+			_, err := kube.NewChecker(client, lister, "", registry, kube.CheckerOptions{})
+			return err
+		}, "empty namespace"},
+		{"a zero budget", func() error {
+			_, err := kube.NewChecker(client, lister, "default", registry, kube.CheckerOptions{Health: health.Options{Budget: &health.DeleteBudget{}}})
+			return err
+		}, "NewDeleteBudget"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.ErrorContains(t, tt.call(), tt.want)
+		})
+	}
+}
