@@ -24,6 +24,8 @@ import (
 	"os"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,16 +166,23 @@ type Config struct {
 // concurrent use: its checkers share one health.Memory and its Tracker
 // serves every registry.
 type RegistryReconciler struct {
-	mgr          crh.Manager
+	mgr          Manager
 	cfg          Config
 	memory       *health.Memory
 	budget       *health.DeleteBudget // nil: no limit
 	replacements *replacements.Tracker
 }
 
+// Manager is what the reconciler uses of a controller-runtime manager: the
+// clients that crh.NewChecker needs, and the events.k8s.io recorder.
+type Manager interface {
+	crh.Manager
+	GetEventRecorder(name string) recorder.EventRecorder
+}
+
 // NewRegistryReconciler returns a reconciler over mgr (in tests, any
-// crh.Manager).
-func NewRegistryReconciler(mgr crh.Manager, cfg Config) (*RegistryReconciler, error) {
+// Manager).
+func NewRegistryReconciler(mgr Manager, cfg Config) (*RegistryReconciler, error) {
 	r := &RegistryReconciler{
 		mgr:          mgr,
 		cfg:          cfg,
@@ -270,9 +279,9 @@ func (r *RegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	selector := labels.SelectorFromSet(labels.Set{WorkloadLabel: registry.Name})
 	checker, err := crh.NewChecker(r.mgr, registry.Namespace, selector, crh.Options{
-		Health:            health.Options{Memory: r.memory, Budget: r.budget, Logger: log.FromContext(ctx)},
-		EventRecorderName: EventRecorderName,
-		EventObject:       &registry, // the events regard the registry
+		Health:        health.Options{Memory: r.memory, Budget: r.budget, Logger: log.FromContext(ctx)},
+		EventRecorder: r.mgr.GetEventRecorder(EventRecorderName),
+		EventObject:   &registry, // the events regard the registry
 	})
 	if err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(err)

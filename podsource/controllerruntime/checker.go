@@ -6,31 +6,27 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/podhealth/podhealth/health"
 )
 
 // Manager is what NewChecker uses of a controller-runtime manager:
-// manager.Manager (and cluster.Cluster) satisfy it. GetClient reads from the
-// manager's cache and writes to the API server; GetAPIReader reads the API
-// server directly; GetEventRecorder is controller-runtime's current
-// (events.k8s.io/v1) recorder API.
+// manager.Manager (and cluster.Cluster) of every controller-runtime release
+// from v0.19 on satisfy it. GetClient reads from the manager's cache and
+// writes to the API server; GetAPIReader reads the API server directly. The
+// event recorder is not part of it, since its API changed between releases:
+// pass it in Options.EventRecorder.
 type Manager interface {
 	GetClient() client.Client
 	GetAPIReader() client.Reader
-	GetEventRecorder(name string) recorder.EventRecorder
 }
-
-// DefaultEventRecorderName is the reporting controller of the events of a
-// Checker built by NewChecker when Options.EventRecorderName is empty.
-const DefaultEventRecorderName = "podhealth"
 
 // Options configure NewChecker. The zero value gives a Checker with the
 // default rules and policy, node evidence from the manager's cache and
 // live reader, no claim evidence (a pod with a claim then counts as
-// stateful), and events regarding each pod, reported as "podhealth".
+// stateful), and no events.
 type Options struct {
 	// Health are the Checker's options. NewChecker fills in Nodes,
 	// LiveNodes, Claims and Observer as the fields below say, and only
@@ -47,10 +43,13 @@ type Options struct {
 	// manager's cache, which needs list and watch on persistentvolumeclaims
 	// (EvidencePolicyRules).
 	ClaimEvidence bool
-	// EventRecorderName is the name given to mgr.GetEventRecorder, the
-	// reporting controller of the events; empty means
-	// DefaultEventRecorderName. It is not used when Health.Observer is set.
-	EventRecorderName string
+	// EventRecorder, when not nil and Health.Observer is nil, records the
+	// events of an EventObserver (events.k8s.io/v1): from
+	// controller-runtime v0.23 on, mgr.GetEventRecorder("podhealth").
+	// Before v0.23, whose managers have only the core/v1 recorder, set
+	// Health.Observer to kube.NewEventObserver over
+	// mgr.GetEventRecorderFor("podhealth") instead. Nil means no events.
+	EventRecorder events.EventRecorder
 	// EventObject, when not nil, is the object the events regard, such as
 	// the workload's own object (EventObserverOptions.Object).
 	EventObject runtime.Object
@@ -59,7 +58,7 @@ type Options struct {
 // NewChecker builds, from a manager, a Checker of the pods of namespace
 // that match selector: a PodSource over mgr.GetClient() (the cache), a
 // Deleter over mgr.GetClient() (the API server), node evidence and an
-// EventObserver over mgr.GetEventRecorder, as opts say. namespace and
+// EventObserver over opts.EventRecorder, as opts say. namespace and
 // selector are required, and refused as NewPodSource refuses them.
 //
 // It is cheap enough to call in every reconcile; the checkers of one
@@ -96,12 +95,8 @@ func NewChecker(mgr Manager, namespace string, selector labels.Selector, opts Op
 			return nil, err
 		}
 	}
-	if h.Observer == nil {
-		name := opts.EventRecorderName
-		if name == "" {
-			name = DefaultEventRecorderName
-		}
-		if h.Observer, err = NewEventObserver(mgr.GetEventRecorder(name), EventObserverOptions{Object: opts.EventObject}); err != nil {
+	if h.Observer == nil && !isNil(opts.EventRecorder) {
+		if h.Observer, err = NewEventObserver(opts.EventRecorder, EventObserverOptions{Object: opts.EventObject}); err != nil {
 			return nil, err
 		}
 	}

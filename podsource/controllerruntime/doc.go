@@ -1,7 +1,9 @@
 // Package controllerruntime binds package health to controller-runtime
 // (sigs.k8s.io/controller-runtime), for operators built with kubebuilder or
 // operator-sdk. It lives in a module of its own, so that users of the root
-// module never get controller-runtime in their module graph.
+// module never get controller-runtime in their module graph. Its floors are
+// the root module's: controller-runtime v0.19.0, k8s.io v0.31.0 and Go
+// 1.22, so adding it upgrades nothing for an operator on those or later.
 //
 // It provides:
 //   - PodSource, a health.PodSource over a client.Reader (the manager's
@@ -13,9 +15,9 @@
 //   - Nodes and Claims, the node and claim evidence of health.Options,
 //     read from the manager's cache, with Nodes over mgr.GetAPIReader() as
 //     the live read that confirms that a node is gone;
-//   - EventObserver, a health.Observer that records events through
-//     controller-runtime's current recorder API (mgr.GetEventRecorder, the
-//     events.k8s.io/v1 recorder), with podsource.EventFor's reasons;
+//   - EventObserver, a health.Observer that records events through an
+//     events.k8s.io/v1 recorder (mgr.GetEventRecorder from
+//     controller-runtime v0.23 on), with podsource.EventFor's reasons;
 //   - DeadPodPredicate, a predicate that lets a pod event through when the
 //     pod becomes dead by a Checker's own rules, so that its owner is
 //     reconciled at once;
@@ -27,8 +29,9 @@
 // In a reconciler (examples/controllerruntime in full):
 //
 //	checker, err := controllerruntime.NewChecker(mgr, req.Namespace, selector, controllerruntime.Options{
-//		Health:      health.Options{Memory: memory, Logger: log.FromContext(ctx)},
-//		EventObject: &owner,
+//		Health:        health.Options{Memory: memory, Logger: log.FromContext(ctx)},
+//		EventRecorder: mgr.GetEventRecorder("podhealth"), // v0.23 on; see Options.EventRecorder
+//		EventObject:   &owner,
 //	})
 //	report, err := checker.CheckReport(ctx) // (false, nil): create a replacement
 //

@@ -33,11 +33,11 @@ type EventObserverOptions struct {
 }
 
 // EventObserver is a health.Observer that records a Kubernetes event
-// through controller-runtime's current recorder API, the events.k8s.io/v1
-// recorder that mgr.GetEventRecorder(name) returns (the
-// record.EventRecorder of mgr.GetEventRecorderFor is deprecated). It
-// records what podsource/kube's EventObserver records, with the same
-// reasons: each force delete that a Checker sends (or would send, in a dry
+// through an events.k8s.io/v1 recorder, the one that mgr.GetEventRecorder
+// returns from controller-runtime v0.23 on (before v0.23, managers have only
+// the core/v1 recorder of mgr.GetEventRecorderFor: use podsource/kube's
+// EventObserver over it). It records what podsource/kube's EventObserver
+// records, with the same reasons: each force delete that a Checker sends (or would send, in a dry
 // run), each one that failed, and each dead pod it holds back. Other
 // outcomes record nothing.
 //

@@ -48,7 +48,7 @@ func exampleObjects() (lost *corev1.Node, dead, alive *corev1.Pod) {
 
 // A Checker built from a manager: its pods from the manager's cache, its
 // force deletes through the manager's client, node evidence from the cache
-// and the live reader, events through the manager's recorder. Here the
+// and the live reader, events through the recorder it is given. Here the
 // manager is a fake over fakeapi, which answers deletes as an API server
 // does.
 func ExampleNewChecker() {
@@ -58,12 +58,14 @@ func ExampleNewChecker() {
 		fmt.Println(err)
 		return
 	}
-	mgr := &manager{cache: c, live: c, recorder: &recordingRecorder{}}
+	mgr := &manager{cache: c, live: c}
+	recorder := &recordingRecorder{}                   // mgr.GetEventRecorder("podhealth") on controller-runtime v0.23 and later
 	memory := health.NewMemory(health.MemoryOptions{}) // once per operator, shared by its checkers
 
 	selector := labels.SelectorFromSet(labels.Set{"app": "registry"})
 	checker, err := controllerruntime.NewChecker(mgr, "default", selector, controllerruntime.Options{
-		Health: health.Options{Memory: memory},
+		Health:        health.Options{Memory: memory},
+		EventRecorder: recorder,
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -74,7 +76,7 @@ func ExampleNewChecker() {
 	for _, p := range report.Pods {
 		fmt.Println(p.Pod.Name, p.Verdict.State, p.Verdict.Rule, p.Outcome)
 	}
-	for _, e := range mgr.recorder.recorded() {
+	for _, e := range recorder.recorded() {
 		fmt.Println("event:", e.Type, e.Reason, e.Action)
 	}
 	// Output:
@@ -93,7 +95,7 @@ func ExampleDeadPodPredicate() {
 		fmt.Println(err)
 		return
 	}
-	mgr := &manager{cache: c, live: c, recorder: &recordingRecorder{}}
+	mgr := &manager{cache: c, live: c}
 	checker, err := controllerruntime.NewChecker(mgr, "default", labels.SelectorFromSet(labels.Set{"app": "registry"}), controllerruntime.Options{})
 	if err != nil {
 		fmt.Println(err)

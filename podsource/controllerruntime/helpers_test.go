@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
@@ -101,19 +101,15 @@ type recordedEvent struct {
 	Type, Reason, Action, Note string
 }
 
-// recordingRecorder is a recorder.EventRecorder that keeps every event.
+// recordingRecorder is an events.EventRecorder that keeps every event.
 type recordingRecorder struct {
 	mu     sync.Mutex
 	events []recordedEvent
 }
 
-var _ recorder.EventRecorder = (*recordingRecorder)(nil)
+var _ events.EventRecorder = (*recordingRecorder)(nil)
 
 func (r *recordingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	r.AnnotatedEventf(regarding, related, nil, eventtype, reason, action, note, args...)
-}
-
-func (r *recordingRecorder) AnnotatedEventf(regarding, related runtime.Object, _ map[string]string, eventtype, reason, action, note string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, recordedEvent{regarding, related, eventtype, reason, action, fmt.Sprintf(note, args...)})
@@ -131,15 +127,10 @@ type manager struct {
 	cache    client.Client
 	live     client.Reader
 	recorder *recordingRecorder
-	names    []string
 }
 
 func (m *manager) GetClient() client.Client    { return m.cache }
 func (m *manager) GetAPIReader() client.Reader { return m.live }
-func (m *manager) GetEventRecorder(name string) recorder.EventRecorder {
-	m.names = append(m.names, name)
-	return m.recorder
-}
 
 func loadPod(t *testing.T, file string) *corev1.Pod   { return testutil.LoadPod(t, file) }
 func loadNode(t *testing.T, file string) *corev1.Node { return testutil.LoadNode(t, file) }

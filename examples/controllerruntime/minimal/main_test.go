@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
+)
+
+// manager is a podhealthcr.Manager over one fakeapi client, which answers
+// as an API server: the cache and the live reader are the same.
+type manager struct{ c client.Client }
+
+func (m manager) GetClient() client.Client    { return m.c }
+func (m manager) GetAPIReader() client.Reader { return m.c }
+
+// noEvents records nothing.
+type noEvents struct{}
+
+func (noEvents) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
+
+// TestReconcileReplacesAPodThatDiedWithItsNode: the app's only pod was
+// taint-evicted from a node that is not Ready; one reconcile force-deletes
+// it and creates one replacement, and a second reconcile, before the cache
+// would list the replacement, creates no other.
+func TestReconcileReplacesAPodThatDiedWithItsNode(t *testing.T) {
+	app := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "app-uid", Labels: map[string]string{"podhealth.example/app": "true"}},
+		Data:       map[string]string{"image": "registry.example/web:1"},
+	}
+	dead := testutil.LoadPod(t, testutil.PodTaintEvicted) // on node-lost, not Ready
+	dead.Labels = map[string]string{"app": "web"}
+	c, err := fakeapi.NewClient(app, dead, testutil.LoadNode(t, testutil.NodeLost))
+	require.NoError(t, err)
+	r := &Reconciler{Manager: manager{c}, Events: noEvents{}}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web"}}
+
+	_, err = r.Reconcile(context.Background(), req)
+	require.NoError(t, err)
+	var pods corev1.PodList
+	require.NoError(t, c.List(context.Background(), &pods, client.InNamespace("default")))
+	require.Len(t, pods.Items, 1, "the dead pod is gone and one replacement exists")
+	replacement := pods.Items[0]
+	require.NotEqual(t, dead.UID, replacement.UID)
+	require.Equal(t, "registry.example/web:1", replacement.Spec.Containers[0].Image)
+	require.Equal(t, "web", replacement.Labels["app"])
+	require.True(t, metav1.IsControlledBy(&replacement, app), "owned by the app, so Owns(&corev1.Pod{}) reconciles it")
+
+	// The replacement has no node and no status yet: it is alive, so a
+	// second reconcile creates nothing.
+	_, err = r.Reconcile(context.Background(), req)
+	require.NoError(t, err)
+	require.NoError(t, c.List(context.Background(), &pods, client.InNamespace("default")))
+	require.Len(t, pods.Items, 1)
+}
