@@ -239,7 +239,7 @@ func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
 		}
 		for _, mode := range []string{"no evidence", "evidence", "evidence, ReplaceUnreachable", "ReplaceUnreachable without live reads"} {
 			t.Run(fmt.Sprintf("seed=%d/pods=%d/%s", seed, n, mode), func(t *testing.T) {
-				check := func(reported bool) func() (healthy bool, err error, deleted []string) {
+				check := func(reported bool) func() (healthy bool, deleted []string, err error) {
 					var stored []*corev1.Pod
 					for _, p := range list {
 						if p != nil {
@@ -260,7 +260,7 @@ func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
 					opts.Clock = clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))
 					checker, err := health.New(source, pods, opts)
 					require.NoError(t, err)
-					return func() (healthy bool, err error, deleted []string) {
+					return func() (healthy bool, deleted []string, err error) {
 						if reported {
 							var r health.Report
 							r, err = checker.CheckReport(context.Background())
@@ -268,15 +268,15 @@ func TestQuietCheckAnswersAsAReportedCheck(t *testing.T) {
 						} else {
 							healthy, err = checker.Check(context.Background())
 						}
-						return healthy, err, deletedNames(pods)
+						return healthy, deletedNames(pods), err
 					}
 				}
 				reported, quiet := check(true), check(false)
 				for round := 1; round <= 2; round++ {
 					// The second round lists the pods that the first one
 					// force-deleted again, as a lagging cache does.
-					wantHealthy, wantErr, wantDeleted := reported()
-					gotHealthy, gotErr, gotDeleted := quiet()
+					wantHealthy, wantDeleted, wantErr := reported()
+					gotHealthy, gotDeleted, gotErr := quiet()
 					require.Equal(t, wantHealthy, gotHealthy, "round %d", round)
 					require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(gotErr), "round %d", round)
 					require.Empty(t, cmp.Diff(wantDeleted, gotDeleted), "round %d", round)

@@ -417,9 +417,6 @@ func wantState(p *corev1.Pod, now time.Time) health.State {
 	return oracle{now: now}.state(p)
 }
 
-// wantHeldBack is oracle.heldBack without node evidence.
-func wantHeldBack(p *corev1.Pod) bool { return oracle{}.heldBack(p) }
-
 // oracle restates, without using package health, what a Checker with the
 // default rules and policy decides at the time now: with no node evidence
 // (ev nil), or with the node cache and unreachable policy of ev and no

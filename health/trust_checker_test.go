@@ -295,10 +295,9 @@ func TestPropertySharedBudgetHoldsInEveryWindow(t *testing.T) {
 // and the pod is force-deleted exactly once over both checks.
 func TestPanicInADependencyLeavesNothingHeld(t *testing.T) {
 	type deps struct {
-		source   health.PodSource
-		deleter  health.Deleter
-		opts     health.Options
-		panicked bool
+		source  health.PodSource
+		deleter health.Deleter
+		opts    health.Options
 	}
 	gone := fake.NewNodes(trustNode("a", true)) // neither cache nor live read knows node-lost: gone
 	lostNode := fake.NewNodes(trustNode("node-lost", false))

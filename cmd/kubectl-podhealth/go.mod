@@ -2,7 +2,6 @@ module github.com/podhealth/podhealth/cmd/kubectl-podhealth
 
 go 1.26.0
 
-
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/podhealth/podhealth v0.1.0

@@ -119,14 +119,6 @@ func (o *onceNodes) GetNode(ctx context.Context, name string) (*corev1.Node, err
 	return node, err
 }
 
-// answered returns what GetNode answered about name, if it was asked.
-func (o *onceNodes) answered(name string) (nodeAnswer, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	a, ok := o.seen[name]
-	return a, ok
-}
-
 // onceClaims reads a claim live, at most once per run, so that the policy
 // knows its access modes (health.Options.Claims). A claim that cannot be
 // read (no RBAC, say) is an error, and the policy then counts the pod as
