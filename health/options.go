@@ -104,7 +104,8 @@ type Options struct {
 // dead pod's after its force delete), synchronously from the check: it must
 // not mutate r.Pod, should return quickly, and must be safe for concurrent
 // use. Implementations in this repository: podsource/kube.EventObserver
-// (Kubernetes events) and the Metrics of examples/prometheus.
+// (Kubernetes events) and the Observer of the metrics module
+// (Prometheus).
 type Observer interface {
 	Observe(ctx context.Context, r PodReport)
 }

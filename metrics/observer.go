@@ -1,0 +1,126 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/podhealth/podhealth/health"
+)
+
+var _ health.Observer = (*Observer)(nil)
+
+// Options configure NewObserver. The zero value is the default.
+type Options struct {
+	// Clock tells the time of a force delete, for the age histograms. Nil
+	// means the real clock.
+	Clock clock.PassiveClock
+	// Buckets are the age histograms' upper bounds, in seconds. Nil means
+	// DefaultBuckets.
+	Buckets []float64
+}
+
+// DefaultBuckets are the age histograms' default bounds: 10 ms to 30
+// minutes, so that both an immediate force delete (tens of milliseconds
+// after the eviction) and one that waited for a deletion deadline or the
+// TerminatingTooLong margin (minutes) fall in a bucket of their own.
+var DefaultBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
+
+// Observer is a health.Observer that records podhealth's metrics (see the
+// package documentation).
+type Observer struct {
+	clock        clock.PassiveClock
+	forceDeletes *prometheus.CounterVec
+	heldBack     *prometheus.CounterVec
+	breakerOpen  prometheus.Gauge
+	age          *prometheus.HistogramVec
+}
+
+// NewObserver registers podhealth's metrics with reg and returns the
+// Observer that records them. It fails when reg is nil or already holds
+// metrics of the same names (one Observer per registry serves every
+// Checker of an operator).
+func NewObserver(reg prometheus.Registerer, opts Options) (*Observer, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: NewObserver: nil prometheus.Registerer")
+	}
+	buckets := opts.Buckets
+	if buckets == nil {
+		buckets = DefaultBuckets
+	}
+	o := &Observer{
+		clock: opts.Clock,
+		forceDeletes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "podhealth", Name: "force_deletes_total",
+			Help: "Force deletes of dead pods sent by podhealth checks (or, in a dry run, that would be sent), by outcome.",
+		}, []string{"outcome"}),
+		heldBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "podhealth", Name: "held_back_total",
+			Help: "Dead pods that podhealth checks held back, one per pod and check, by reason.",
+		}, []string{"reason"}),
+		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "podhealth", Name: "breaker_open",
+			Help: "1 when the last dead pod that reached the breaker was held back by it; 0 once a force delete went out since.",
+		}),
+		age: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "podhealth", Name: "dead_pod_age_at_force_delete_seconds",
+			Help:    "How long a pod had been dead when its force delete was accepted: since its DisruptionTarget condition, and since its deletion was requested.",
+			Buckets: buckets,
+		}, []string{"since"}),
+	}
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+	for _, c := range []prometheus.Collector{o.forceDeletes, o.heldBack, o.breakerOpen, o.age} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// Observe records one pod's report.
+func (o *Observer) Observe(_ context.Context, r health.PodReport) {
+	switch r.Outcome {
+	case health.ForceDeleted, health.WasAlreadyGone, health.NameReused, health.DeleteFailed:
+		o.forceDeletes.WithLabelValues(r.Outcome.String()).Inc()
+		o.breakerOpen.Set(0) // a DELETE went out: the breaker was closed
+		if r.Outcome == health.ForceDeleted && r.Pod != nil {
+			o.observeAge(r.Pod)
+		}
+	case health.WouldForceDelete:
+		o.forceDeletes.WithLabelValues(r.Outcome.String()).Inc()
+	case health.HeldBack:
+		o.heldBack.WithLabelValues(r.HeldBack.Reason.String()).Inc()
+		if r.HeldBack.Reason == health.HeldByBreaker {
+			o.breakerOpen.Set(1)
+		}
+	}
+}
+
+// observeAge records how long pod had been dead at its force delete.
+func (o *Observer) observeAge(pod *corev1.Pod) {
+	now := o.clock.Now()
+	for i := range pod.Status.Conditions {
+		if c := &pod.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			o.age.WithLabelValues("disruption_target").Observe(seconds(now.Sub(c.LastTransitionTime.Time)))
+			break
+		}
+	}
+	if pod.DeletionTimestamp != nil {
+		requested := pod.DeletionTimestamp.Time
+		if g := pod.DeletionGracePeriodSeconds; g != nil && *g > 0 && *g < 1<<32 { // a larger one is no real grace period
+			requested = requested.Add(-time.Duration(*g) * time.Second)
+		}
+		o.age.WithLabelValues("deletion_request").Observe(seconds(now.Sub(requested)))
+	}
+}
+
+// seconds is d in seconds, and zero for a clock behind the API server's.
+func seconds(d time.Duration) float64 {
+	return max(d, 0).Seconds()
+}
