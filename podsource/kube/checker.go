@@ -32,7 +32,8 @@ type CheckerOptions struct {
 	// confirms that a node it misses is gone (Health.LiveNodes). Register
 	// it before the factory starts. Nil means node evidence without an
 	// informer: Health.Nodes reads each node live, once per check and only
-	// for the nodes of pods that are terminating or finished, so that a
+	// for the nodes of pods that are terminating or finished (with
+	// Health.ReplaceUnreachable, of every bound pod), so that a
 	// taint-evicted pod on a node that is not Ready is dead at once,
 	// without waiting for its deletion deadline. A node is then never
 	// confirmed gone and there is no Breaker.
