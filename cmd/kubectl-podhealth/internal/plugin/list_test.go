@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
@@ -402,19 +403,7 @@ func TestExpiredContinueTokenGoesOnFromWhereTheServerSays(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := newClient(t, objs...)
-			expired := false
-			client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-				opts := a.(k8stesting.ListActionImpl).ListOptions
-				if opts.Continue == "" || expired {
-					return false, nil, nil
-				}
-				expired = true
-				err := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result.")
-				if tt.withToken {
-					err.ErrStatus.Continue = opts.Continue
-				}
-				return true, nil, err
-			})
+			expireLaterPageOnce(client, "pods", tt.withToken)
 			res := run(t, client, runOptions{pageSize: 500}, "-o", "json")
 			require.Equal(t, tt.wantCode, res.code, res.stderr)
 			if !tt.withToken {
@@ -453,22 +442,10 @@ func TestExpiredContinueTokenOnALaterPageOfNodesGoesOn(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := newClient(t, objs...)
-			expired := false
-			client.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-				opts := a.(k8stesting.ListActionImpl).ListOptions
-				if opts.Continue == "" || expired {
-					return false, nil, nil
-				}
-				expired = true
-				err := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result.")
-				if tt.withToken {
-					err.ErrStatus.Continue = opts.Continue
-				}
-				return true, nil, err
-			})
+			expired := expireLaterPageOnce(client, "nodes", tt.withToken)
 			res := run(t, client, runOptions{pageSize: 2}, "-o", "json")
 			require.Equal(t, tt.wantCode, res.code, res.stderr)
-			require.True(t, expired, "a later page of nodes was refused")
+			require.True(t, *expired, "a later page of nodes was refused")
 			if !tt.withToken {
 				require.Contains(t, res.stderr, "error: cannot list nodes: The provided continue parameter is too old")
 				return
@@ -496,4 +473,25 @@ func TestBlankSelectorIsRefusedBeforeAnyPrompt(t *testing.T) {
 			require.Empty(t, client.Actions(), "nothing was read or sent")
 		})
 	}
+}
+
+// expireLaterPageOnce makes the first LIST of resource that carries a
+// continue token fail with 410 Expired, as an API server does when the
+// token outlived its snapshot; withToken puts in the status the token that
+// goes on at the current state. It returns whether that happened.
+func expireLaterPageOnce(client *fake.Clientset, resource string, withToken bool) *bool {
+	expired := new(bool)
+	client.PrependReactor("list", resource, func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		opts := a.(k8stesting.ListActionImpl).ListOptions
+		if opts.Continue == "" || *expired {
+			return false, nil, nil
+		}
+		*expired = true
+		err := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result.")
+		if withToken {
+			err.ErrStatus.Continue = opts.Continue
+		}
+		return true, nil, err
+	})
+	return expired
 }
