@@ -73,10 +73,10 @@ type Options struct {
 	// check.
 	Observer Observer
 	// ReplaceUnreachable, when true, calls Unreachable a pod that the rules
-	// call Alive when its node is marked unreachable by the node-lifecycle
-	// controller: the node's Ready condition is Unknown or False and it
-	// carries the node.kubernetes.io/unreachable or
-	// node.kubernetes.io/not-ready taint with effect NoExecute. Such a pod
+	// call Alive when its node is NodeUnreachable (the node-lifecycle
+	// controller marked it: Ready is Unknown or False and it carries the
+	// node.kubernetes.io/unreachable or node.kubernetes.io/not-ready taint
+	// with effect NoExecute) or NodeOutOfService (see NodeStateOf). Such a pod
 	// counts as not alive (rows D10 and D11), so that the caller creates a
 	// replacement before the pod's toleration of the taint runs out; it is
 	// never force-deleted on this evidence. Pods that need fencing under
@@ -87,15 +87,16 @@ type Options struct {
 	// UnreachableFor is how long a node must have been unreachable before
 	// its pods are Unreachable, beyond the node-lifecycle controller's own
 	// node-monitor-grace-period: both since the Ready condition's
-	// lastTransitionTime and since this Checker (or one sharing its Memory)
-	// first saw the node unreachable, on the Checker's clock, so that
-	// neither a clock far ahead nor a fresh Checker shortens the wait (a
-	// clock behind only lengthens it). The first sighting is kept in the
-	// Memory and forgotten when no check sees the node unreachable for the
-	// Memory's TTL. A node that comes back and fails again waits afresh, so
-	// a node that flaps for less than UnreachableFor at a time never makes
-	// its pods Unreachable. Zero, the default, means no extra wait, and reads
-	// no clock. It needs ReplaceUnreachable; New refuses a negative value.
+	// lastTransitionTime (when it has one) and since this Checker (or one
+	// sharing its Memory) first saw the node unreachable, on the Checker's
+	// clock, so that neither a clock far ahead nor a fresh Checker shortens
+	// the wait (a clock behind only lengthens it). The first sighting is
+	// kept in the Memory, and forgotten when no check sees the node
+	// unreachable for the Memory's TTL, or as soon as a check sees the node
+	// Ready. A node that comes back and fails again waits afresh, so a node
+	// that flaps for less than UnreachableFor at a time never makes its pods
+	// Unreachable. Zero, the default, means no extra wait, and reads no
+	// clock. It needs ReplaceUnreachable; New refuses a negative value.
 	UnreachableFor time.Duration
 }
 
