@@ -18,7 +18,7 @@ func (e *ListError) Unwrap() error { return e.Err }
 
 // DeleteError is the error of one dead pod whose force delete failed or was
 // refused (row D5). It unwraps to the Deleter's own error, so errors.Is,
-// errors.As and apierrors.IsXxx reach it, or to ErrUnidentifiedPod.
+// errors.As and apierrors.IsXxx reach it.
 type DeleteError struct {
 	Pod types.NamespacedName
 	UID types.UID
@@ -31,8 +31,8 @@ func (e *DeleteError) Error() string {
 
 func (e *DeleteError) Unwrap() error { return e.Err }
 
-// ErrUnidentifiedPod is the DeleteError.Err of a dead pod without a name or
-// a UID: such a delete could hit another pod (a newer one of the same
-// name), so it is not sent. Such pods are judged like any other; only their
-// force delete is refused.
+// ErrUnidentifiedPod is what the Deleters of this repository return for a
+// pod without a name or a UID, sending nothing: such a delete could hit
+// another pod (a newer one of the same name). A Checker never asks: it
+// holds such a dead pod back (HeldUnidentified).
 var ErrUnidentifiedPod = errors.New("pod has no name or no UID; refusing to force-delete it without a UID precondition")

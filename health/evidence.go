@@ -304,6 +304,9 @@ func (k *check) reportEvidence(e *evidence) {
 		}
 		return
 	}
+	if !k.nodesUnavailable.Load() {
+		return // only a comeback is left to log
+	}
 	for _, f := range e.seen {
 		if f.state != NodeUnknown {
 			if k.nodesUnavailable.CompareAndSwap(true, false) {

@@ -75,9 +75,9 @@ var (
 	AddSaturating = addSaturating
 )
 
-func (m *Memory) Remember(uid types.UID, now time.Time)       { m.remember(uid, now) }
-func (m *Memory) Remembers(uid types.UID, now time.Time) bool { return m.remembers(uid, now) }
-func (m *Memory) Len() int                                    { return m.len() }
+func (m *Memory) Remember(uid types.UID, now time.Time)       { m.ready().remember(uid, now) }
+func (m *Memory) Remembers(uid types.UID, now time.Time) bool { return m.ready().remembers(uid, now) }
+func (m *Memory) Len() int                                    { return m.ready().len() }
 
 // DeleterFunc adapts a function to a Deleter.
 type DeleterFunc func(ctx context.Context, pod *corev1.Pod) error

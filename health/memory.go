@@ -100,7 +100,8 @@ func NewMemory(opts MemoryOptions) *Memory {
 }
 
 // ready sets up a Memory that NewMemory did not make (the zero Memory)
-// with the default bounds; it costs one atomic load once set up.
+// with the default bounds. New calls it, so the methods below, which only
+// a Checker calls, need not.
 func (m *Memory) ready() *Memory {
 	m.once.Do(func() { m.setUp(MemoryOptions{}) })
 	return m
@@ -122,7 +123,6 @@ func (m *Memory) setUp(opts MemoryOptions) {
 // len returns how many UIDs are remembered, expired ones included until they
 // are swept.
 func (m *Memory) len() int {
-	m.ready()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.size
@@ -130,7 +130,6 @@ func (m *Memory) len() int {
 
 // remembers reports whether uid was force-deleted and has not expired at now.
 func (m *Memory) remembers(uid types.UID, now time.Time) bool {
-	m.ready()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	expires, ok := m.deleted[uid]
@@ -142,7 +141,6 @@ func (m *Memory) remembers(uid types.UID, now time.Time) bool {
 // reads no clock, for the checks that only need to know that a pod was
 // force-deleted already (see Checker.run).
 func (m *Memory) holds(uid types.UID) bool {
-	m.ready()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.deleted[uid]
@@ -151,7 +149,6 @@ func (m *Memory) holds(uid types.UID) bool {
 
 // remember records that uid was force-deleted at now.
 func (m *Memory) remember(uid types.UID, now time.Time) {
-	m.ready()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweepLocked(now)

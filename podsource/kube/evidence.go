@@ -26,8 +26,10 @@ var (
 
 // ErrNodeCacheNotSynced is the error, wrapped, of a NodeSource whose
 // informer has not synced yet. It is not a NotFound error: a Checker takes
-// it for "unknown", never for "gone".
-var ErrNodeCacheNotSynced = errors.New("the node informer's cache has not synced")
+// it for "unknown", never for "gone". It wraps health.ErrNodesUnavailable,
+// so a check asks an unsynced NodeSource about one node only, and says so
+// in Report.NodeEvidence.
+var ErrNodeCacheNotSynced = fmt.Errorf("the node informer's cache has not synced: %w", health.ErrNodesUnavailable)
 
 // NodeSource gives the Checker node evidence from a node informer's cache:
 // health.Options.Nodes and health.Breaker.Nodes. It sends no request to the

@@ -137,6 +137,7 @@ func TestNodeSourceIsNoEvidenceUntilItsInformerHasSynced(t *testing.T) {
 
 	_, err = nodes.GetNode(context.Background(), "node-healthy")
 	require.ErrorIs(t, err, kube.ErrNodeCacheNotSynced)
+	require.ErrorIs(t, err, health.ErrNodesUnavailable, "a check asks an unsynced cache about no other node")
 	require.False(t, apierrors.IsNotFound(err), "an unsynced cache is unknown, not NotFound: %v", err)
 	_, err = nodes.ListNodes(context.Background())
 	require.ErrorIs(t, err, kube.ErrNodeCacheNotSynced)

@@ -90,6 +90,15 @@ func TestNewCheckerWiresAWorkloadInOneCall(t *testing.T) {
 				require.Empty(t, deleteActions(client))
 			}
 			require.Equal(t, tt.wantEventSeen, len(recorder.Events) == 1, "events recorded")
+
+			// Every request it sent is one that PolicyRules and
+			// EvidencePolicyRules grant, as NewChecker's doc says.
+			cluster, namespaced := kube.EvidencePolicyRules()
+			allowed := append(append(granted(kube.PolicyRules(), false), granted(cluster, true)...), granted(namespaced, false)...)
+			for _, a := range client.Actions()[before:] {
+				want := permission{a.GetVerb(), a.GetResource().Resource, a.GetNamespace() == ""}.String()
+				require.Contains(t, allowed, want, "a request the documented rules do not grant")
+			}
 		})
 	}
 }
