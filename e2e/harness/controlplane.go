@@ -57,6 +57,10 @@ type Options struct {
 	// LogTailLines is how many lines of each process's output are logged
 	// when the test fails. Default: 60.
 	LogTailLines int
+	// AuditPodDeletes makes the API server write an audit log of every
+	// DELETE of a pod, with its DeleteOptions, for
+	// [ControlPlane.PodDeletes].
+	AuditPodDeletes bool
 }
 
 // ControlPlane is a running etcd, kube-apiserver and kube-controller-manager.
@@ -69,6 +73,7 @@ type ControlPlane struct {
 	etcd, apiServer, controllerManager *process
 
 	apiURL     string
+	auditLog   string // empty without Options.AuditPodDeletes
 	config     *rest.Config
 	client     kubernetes.Interface
 	kubeconfig string
@@ -161,6 +166,12 @@ func (cp *ControlPlane) start(ctx context.Context, bins Binaries) error {
 		return fmt.Errorf("etcd did not become healthy: %w", err)
 	}
 
+	var auditFlags []string
+	if cp.opts.AuditPodDeletes {
+		if auditFlags, cp.auditLog, err = auditArgs(cp.dir); err != nil {
+			return err
+		}
+	}
 	cp.apiServer = &process{
 		name:    "kube-apiserver",
 		path:    bins.APIServer,
@@ -177,7 +188,7 @@ func (cp *ControlPlane) start(ctx context.Context, bins Binaries) error {
 			"--service-account-signing-key-file=" + keyFile,
 			"--service-cluster-ip-range=10.0.0.0/24",
 			"--disable-admission-plugins=ServiceAccount",
-		}, cp.opts.ExtraAPIServerArgs...),
+		}, append(auditFlags, cp.opts.ExtraAPIServerArgs...)...),
 	}
 	if err := cp.startAPIServer(ctx); err != nil {
 		return err
