@@ -50,6 +50,7 @@ require (
 	github.com/go-logr/logr v1.4.4
 	github.com/podhealth/podhealth v0.1.0
 	github.com/prometheus/common v0.70.0
+	github.com/stretchr/testify v1.12.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
