@@ -1,0 +1,31 @@
+package controller
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// ClusterRules are the rules of the ClusterRole that podhealth-controller
+// needs, and exactly the requests it sends outside leader election
+// (config/rbac/cluster_role.yaml holds them): it caches pods, nodes and
+// namespaces cluster-wide, force-deletes pods, reads a node and a claim
+// live to confirm that a node is gone or what a claim's access modes are,
+// and records events.k8s.io events.
+func ClusterRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+}
+
+// LeaderElectionRules are the rules of the Role, in the controller's own
+// namespace, that leader election needs: its Lease, and the core events it
+// records about the Lease.
+func LeaderElectionRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+}

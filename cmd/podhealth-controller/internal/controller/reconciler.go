@@ -1,0 +1,227 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
+	podhealthcr "github.com/podhealth/podhealth/podsource/controllerruntime"
+)
+
+// EnabledLabel is the namespace label that opts a namespace in, with the
+// value "true"; Options.Namespaces says otherwise.
+const EnabledLabel = "podhealth.io/enabled"
+
+// barePod is the owner kind of the group of a pod without a controlling
+// owner.
+const barePod = "Pod"
+
+// Options configure a Reconciler. The zero value acts in the namespaces
+// labelled podhealth.io/enabled=true, with no delete budget, a Breaker with
+// the library's default thresholds, no events and no extra observer.
+type Options struct {
+	// Namespaces selects the namespaces to act in, by their labels. Nil
+	// means EnabledLabel=true. An empty selector is refused: it would
+	// select every namespace.
+	Namespaces labels.Selector
+	// DryRun reports what would be force-deleted and deletes nothing.
+	DryRun bool
+	// Budget, when not nil, limits the force deletes of every group
+	// together.
+	Budget *health.DeleteBudget
+	// Breaker's thresholds; its Nodes are the cache's.
+	Breaker health.Breaker
+	// Observer, when not nil, sees every pod report (for example the
+	// metrics module's Observer).
+	Observer health.Observer
+	// Recorder, when not nil, records an event for each force delete, each
+	// failed one and each dead pod held back, regarding the pod's owner
+	// (the pod is the related object), or the pod when it has none.
+	Recorder events.EventRecorder
+	// Memory is shared by every group's checker. Nil means a new one.
+	Memory *health.Memory
+}
+
+// Manager is what a Reconciler uses of a controller-runtime manager:
+// GetClient reads from the cache and writes to the API server,
+// GetAPIReader reads from the API server.
+type Manager = podhealthcr.Manager
+
+// Reconciler reconciles one owner group per request: the request's
+// namespace, and as its name the owner's kind and name ("ReplicaSet/web-7d9f")
+// or "Pod/<name>" for a pod without an owner (see GroupOf). It is safe for
+// concurrent use.
+type Reconciler struct {
+	cache      client.Client
+	namespaces labels.Selector
+	opts       Options
+	nodes      *podhealthcr.Nodes
+	liveNodes  *podhealthcr.Nodes
+	claims     *podhealthcr.Claims
+	memory     *health.Memory
+}
+
+// New returns a Reconciler over mgr.
+func New(mgr Manager, opts Options) (*Reconciler, error) {
+	if mgr == nil {
+		return nil, errors.New("controller: New: nil Manager")
+	}
+	namespaces := opts.Namespaces
+	if namespaces == nil {
+		namespaces = labels.SelectorFromSet(labels.Set{EnabledLabel: "true"})
+	}
+	if namespaces.Empty() {
+		return nil, errors.New("controller: New: an empty namespace selector would act in every namespace; give a label")
+	}
+	nodes, err := podhealthcr.NewNodes(mgr.GetClient())
+	if err != nil {
+		return nil, err
+	}
+	liveNodes, err := podhealthcr.NewNodes(mgr.GetAPIReader())
+	if err != nil {
+		return nil, err
+	}
+	// Claims are read live, for the dead pods that mount one only: a
+	// cluster-wide claim cache would cost more than those few reads.
+	claims, err := podhealthcr.NewClaims(mgr.GetAPIReader())
+	if err != nil {
+		return nil, err
+	}
+	memory := opts.Memory
+	if memory == nil {
+		memory = health.NewMemory(health.MemoryOptions{})
+	}
+	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory}
+	// Build one checker now, so that bad options fail at start.
+	if _, err := r.checker(logr.Discard(), nil, nil, "default", nil); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// GroupOf is the request of pod's group: its namespace, and its
+// controlling owner's kind and name, or "Pod/<name>" when it has none.
+func GroupOf(pod *corev1.Pod) types.NamespacedName {
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return types.NamespacedName{Namespace: pod.Namespace, Name: ref.Kind + "/" + ref.Name}
+	}
+	return types.NamespacedName{Namespace: pod.Namespace, Name: barePod + "/" + pod.Name}
+}
+
+// Reconcile judges the group's pods and force-deletes the dead ones that
+// the policy lets go. A namespace that is not opted in is never written
+// to.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	enabled, err := r.enabled(ctx, req.Namespace)
+	if err != nil || !enabled {
+		return ctrl.Result{}, err
+	}
+	var list corev1.PodList
+	if err := r.cache.List(ctx, &list, client.InNamespace(req.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the cached pods of namespace %s: %w", req.Namespace, err)
+	}
+	var pods []*corev1.Pod
+	var owner *metav1.OwnerReference
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if GroupOf(pod) == req.NamespacedName {
+			pods = append(pods, pod)
+			if ref := metav1.GetControllerOf(pod); ref != nil {
+				owner = ref
+			}
+		}
+	}
+	if len(pods) == 0 {
+		return ctrl.Result{}, nil
+	}
+	deleter, err := podhealthcr.NewDeleter(r.cache, req.Namespace, podsource.WholeNamespace())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	checker, err := r.checker(log.FromContext(ctx), pods, deleter, req.Namespace, owner)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	report, err := checker.CheckReport(ctx)
+	return ctrl.Result{RequeueAfter: report.RetryAfter}, err
+}
+
+// enabled reports whether the namespace is opted in, from the cache.
+func (r *Reconciler) enabled(ctx context.Context, namespace string) (bool, error) {
+	var ns corev1.Namespace
+	if err := r.cache.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading namespace %s from the cache: %w", namespace, err)
+	}
+	return ns.DeletionTimestamp == nil && r.namespaces.Matches(labels.Set(ns.Labels)), nil
+}
+
+// checker builds the Checker of one group's pods.
+func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter health.Deleter, namespace string, owner *metav1.OwnerReference) (*health.Checker, error) {
+	source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return pods, nil })
+	breaker := r.opts.Breaker
+	breaker.Nodes = r.nodes
+	var observers observers
+	if r.opts.Observer != nil {
+		observers = append(observers, r.opts.Observer)
+	}
+	if r.opts.Recorder != nil {
+		var regarding *corev1.ObjectReference
+		if owner != nil {
+			regarding = &corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Namespace: namespace, Name: owner.Name, UID: owner.UID}
+		}
+		opts := podhealthcr.EventObserverOptions{}
+		if regarding != nil {
+			opts.Object = regarding
+		}
+		events, err := podhealthcr.NewEventObserver(r.opts.Recorder, opts)
+		if err != nil {
+			return nil, err
+		}
+		observers = append(observers, events)
+	}
+	opts := health.Options{
+		Nodes:     r.nodes,
+		LiveNodes: r.liveNodes,
+		Claims:    r.claims,
+		Budget:    r.opts.Budget,
+		Breaker:   breaker,
+		Memory:    r.memory,
+		DryRun:    r.opts.DryRun,
+		Logger:    logger,
+	}
+	if len(observers) > 0 {
+		opts.Observer = observers
+	}
+	if deleter == nil {
+		// Validation only: a dry run needs no deleter.
+		opts.DryRun = true
+	}
+	return health.New(source, deleter, opts)
+}
+
+// observers passes each report to every observer in turn.
+type observers []health.Observer
+
+func (o observers) Observe(ctx context.Context, r health.PodReport) {
+	for _, obs := range o {
+		obs.Observe(ctx, r)
+	}
+}
+
+var _ health.Observer = observers(nil)

@@ -1,0 +1,330 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
+)
+
+// fakeManager is a fake API server (fakeapi) as both the cache and the
+// live reader, counting the DELETEs it is sent.
+type fakeManager struct {
+	client  client.Client
+	deletes *[]string
+}
+
+func (m fakeManager) GetClient() client.Client    { return m.client }
+func (m fakeManager) GetAPIReader() client.Reader { return m.client }
+
+// newFakeManager holds objs and three Ready nodes, h1 to h3, so that one
+// failed node does not trip the Breaker (a cluster whose every node is
+// down does).
+func newFakeManager(t *testing.T, objs ...client.Object) fakeManager {
+	t.Helper()
+	for _, n := range []string{"h1", "h2", "h3"} {
+		objs = append(objs, node(n, corev1.ConditionTrue))
+	}
+	store, err := fakeapi.NewClient(objs...)
+	require.NoError(t, err)
+	var deletes []string
+	c := interceptor.NewClient(store, interceptor.Funcs{
+		Delete: func(ctx context.Context, s client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			deletes = append(deletes, obj.GetNamespace()+"/"+obj.GetName())
+			return s.Delete(ctx, obj, opts...)
+		},
+	})
+	return fakeManager{client: c, deletes: &deletes}
+}
+
+func namespace(name string, enabled bool) *corev1.Namespace {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if enabled {
+		ns.Labels = map[string]string{EnabledLabel: "true"}
+	}
+	return ns
+}
+
+func node(name string, ready corev1.ConditionStatus, taints ...corev1.Taint) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.NodeSpec{Taints: taints},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}},
+	}
+}
+
+var unreachable = corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}
+var outOfService = corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+
+// evicted is a pod of owner (kind/name; empty: a bare pod) that the
+// taint-eviction controller deleted from nodeName.
+func evicted(ns, name, nodeName, ownerKind, ownerName string) *corev1.Pod {
+	deleted := metav1.NewTime(time.Now().Add(-time.Minute))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name),
+			DeletionTimestamp: &deleted, DeletionGracePeriodSeconds: ptrTo[int64](30)},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByTaintManager", LastTransitionTime: deleted}}},
+	}
+	if ownerKind != "" {
+		apiVersion := "apps/v1"
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: ownerKind, Name: ownerName, UID: types.UID("uid-" + ownerName), Controller: ptrTo(true)}}
+	}
+	return pod
+}
+
+func alive(ns, name, nodeName, ownerKind, ownerName string) *corev1.Pod {
+	pod := evicted(ns, name, nodeName, ownerKind, ownerName)
+	pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = nil, nil
+	pod.Status.Conditions = nil
+	return pod
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func reconcileAll(t *testing.T, r *Reconciler, pods ...*corev1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: GroupOf(p)})
+		require.NoError(t, err)
+	}
+}
+
+func exists(t *testing.T, m fakeManager, pod *corev1.Pod) bool {
+	t.Helper()
+	err := m.client.Get(context.Background(), client.ObjectKeyFromObject(pod), &corev1.Pod{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
+func TestGroupIsTheControllingOwnerOrTheBarePod(t *testing.T) {
+	owned := alive("shop", "web-1", "n1", "ReplicaSet", "web-7d9f")
+	bare := alive("shop", "debug", "n1", "", "")
+	notController := alive("shop", "x", "n1", "", "")
+	notController.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "cm"}}
+	require.Equal(t, types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web-7d9f"}, GroupOf(owned))
+	require.Equal(t, types.NamespacedName{Namespace: "shop", Name: "Pod/debug"}, GroupOf(bare))
+	require.Equal(t, types.NamespacedName{Namespace: "shop", Name: "Pod/x"}, GroupOf(notController), "an owner that is not the controller makes no group")
+}
+
+func TestDeadPodsAreForceDeletedInOptedInNamespacesOnly(t *testing.T) {
+	inShop := evicted("shop", "web-1", "lost", "ReplicaSet", "web-7d9f")
+	bareInShop := evicted("shop", "debug", "lost", "", "")
+	inOther := evicted("other", "web-1", "lost", "ReplicaSet", "web-7d9f")
+	liveInShop := alive("shop", "web-2", "healthy", "ReplicaSet", "web-7d9f")
+	m := newFakeManager(t, namespace("shop", true), namespace("other", false),
+		node("lost", corev1.ConditionUnknown, unreachable), node("healthy", corev1.ConditionTrue), inShop, bareInShop, inOther, liveInShop)
+	r, err := New(m, Options{})
+	require.NoError(t, err)
+	reconcileAll(t, r, inShop, bareInShop, inOther, liveInShop)
+	require.False(t, exists(t, m, inShop))
+	require.False(t, exists(t, m, bareInShop), "a bare pod is a group of its own")
+	require.True(t, exists(t, m, inOther), "a namespace without the label is never written to")
+	require.True(t, exists(t, m, liveInShop))
+	require.Empty(t, cmp.Diff([]string{"shop/web-1", "shop/debug"}, *m.deletes))
+}
+
+func TestPolicyHoldsBackWhatTheLibraryHoldsBack(t *testing.T) {
+	sts := evicted("shop", "db-0", "lost", "StatefulSet", "db")
+	never := evicted("shop", "pinned", "lost", "ReplicaSet", "pinned-1")
+	never.Annotations = map[string]string{health.AnnotationForceDelete: "never"}
+	m := newFakeManager(t, namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable), sts, never)
+	r, err := New(m, Options{})
+	require.NoError(t, err)
+	reconcileAll(t, r, sts, never)
+	require.Empty(t, *m.deletes, "a StatefulSet pod without fencing and a pod annotated never stay")
+
+	var lost corev1.Node
+	require.NoError(t, m.client.Get(context.Background(), client.ObjectKey{Name: "lost"}, &lost))
+	lost.Spec.Taints = append(lost.Spec.Taints, outOfService)
+	require.NoError(t, m.client.Update(context.Background(), &lost))
+	reconcileAll(t, r, sts, never)
+	require.False(t, exists(t, m, sts), "the out-of-service taint fences the node")
+	require.True(t, exists(t, m, never))
+}
+
+func TestOpenBreakerAndDryRunDeleteNothing(t *testing.T) {
+	objs := []client.Object{namespace("shop", true)}
+	var pods []*corev1.Pod
+	for _, n := range []string{"a", "b", "c"} {
+		objs = append(objs, node(n, corev1.ConditionUnknown, unreachable))
+		p := evicted("shop", "web-"+n, n, "ReplicaSet", "web-"+n)
+		pods = append(pods, p)
+		objs = append(objs, p)
+	}
+	objs = append(objs, node("d", corev1.ConditionTrue))
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"three of seven nodes down trip the controller's default Breaker", Options{Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}}},
+		{"a dry run", Options{DryRun: true, Breaker: health.Breaker{MinUnhealthy: 10}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeManager(t, objs...)
+			r, err := New(m, tt.opts)
+			require.NoError(t, err)
+			reconcileAll(t, r, pods...)
+			require.Empty(t, *m.deletes)
+		})
+	}
+}
+
+func TestBudgetIsSharedByEveryGroup(t *testing.T) {
+	a := evicted("shop", "a", "lost", "ReplicaSet", "a")
+	b := evicted("shop", "b", "lost", "ReplicaSet", "b")
+	c := evicted("cafe", "c", "lost", "ReplicaSet", "c")
+	m := newFakeManager(t, namespace("shop", true), namespace("cafe", true), node("lost", corev1.ConditionUnknown, unreachable), a, b, c)
+	budget, err := health.NewDeleteBudget(2, time.Hour)
+	require.NoError(t, err)
+	r, err := New(m, Options{Budget: budget})
+	require.NoError(t, err)
+	reconcileAll(t, r, a, b, c)
+	require.Len(t, *m.deletes, 2, "two force deletes over three groups in two namespaces")
+}
+
+func TestNewRefusesAnEmptyNamespaceSelector(t *testing.T) {
+	m := newFakeManager(t)
+	_, err := New(m, Options{Namespaces: labels.Everything()})
+	require.ErrorContains(t, err, "every namespace")
+	_, err = New(nil, Options{})
+	require.Error(t, err)
+}
+
+func TestHealthyStatusUpdatesEnqueueNothing(t *testing.T) {
+	healthy := alive("shop", "web-1", "n1", "ReplicaSet", "web")
+	updated := healthy.DeepCopy()
+	updated.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	deleting := evicted("shop", "web-1", "n1", "ReplicaSet", "web")
+	failed := healthy.DeepCopy()
+	failed.Status.Phase = corev1.PodFailed
+	require.False(t, podMayBeDead.Update(event.UpdateEvent{ObjectOld: healthy, ObjectNew: updated}))
+	require.True(t, podMayBeDead.Update(event.UpdateEvent{ObjectOld: healthy, ObjectNew: deleting}))
+	require.True(t, podMayBeDead.Update(event.UpdateEvent{ObjectOld: healthy, ObjectNew: failed}))
+	require.True(t, podMayBeDead.Create(event.CreateEvent{Object: healthy}), "at start every bound pod is judged once")
+	require.False(t, podMayBeDead.Delete(event.DeleteEvent{Object: healthy}))
+
+	ready := node("n1", corev1.ConditionTrue)
+	beat := ready.DeepCopy()
+	beat.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
+	lost := node("n1", corev1.ConditionUnknown, unreachable)
+	fenced := node("n1", corev1.ConditionUnknown, unreachable, outOfService)
+	require.False(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: ready, ObjectNew: beat}), "a heartbeat changes nothing")
+	require.True(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: ready, ObjectNew: lost}))
+	require.True(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: lost, ObjectNew: fenced}), "the out-of-service taint fences")
+	require.True(t, nodeChanged.Delete(event.DeleteEvent{Object: lost}))
+}
+
+func TestNodeEventEnqueuesTheGroupsOnThatNodeOnly(t *testing.T) {
+	a := alive("shop", "a-1", "n1", "ReplicaSet", "a")
+	a2 := alive("shop", "a-2", "n1", "ReplicaSet", "a")
+	b := alive("cafe", "b-1", "n1", "", "")
+	c := alive("shop", "c-1", "n2", "ReplicaSet", "c")
+	m := newFakeManager(t, namespace("shop", true), a, a2, b, c)
+	r, err := New(m, Options{})
+	require.NoError(t, err)
+	got := r.groupsOnNode(context.Background(), node("n1", corev1.ConditionUnknown))
+	var names []string
+	for _, req := range got {
+		names = append(names, req.String())
+	}
+	require.ElementsMatch(t, []string{"shop/ReplicaSet/a", "cafe/Pod/b-1"}, names)
+}
+
+// TestTransformKeepsEveryVerdict: the pods and nodes of a real cluster
+// (testdata/real-cluster), stripped by Transform, get the same verdict,
+// rule and hold as the originals.
+func TestTransformKeepsEveryVerdict(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "..", "testdata", "real-cluster")
+	read := func(name string, into any) {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(data, into))
+	}
+	var lost, healthy corev1.Node
+	read("node-lost.json", &lost)
+	read("node-healthy.json", &healthy)
+	var pods []*corev1.Pod
+	for _, name := range []string{"pod-alive.json", "pod-drained.json", "pod-taint-evicted.json", "pod-user-deleted.json"} {
+		var p corev1.Pod
+		read(name, &p)
+		pods = append(pods, &p)
+	}
+	sts := pods[2].DeepCopy()
+	sts.Name, sts.UID = sts.Name+"-sts", sts.UID+"-sts"
+	sts.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "db", Controller: ptrTo(true)}}
+	pods = append(pods, sts)
+	require.NotEmpty(t, pods[2].ManagedFields, "the fixture is as a cluster holds it")
+
+	verdicts := func(strip bool) []string {
+		var nodes []*corev1.Node
+		var in []*corev1.Pod
+		for _, n := range []*corev1.Node{&lost, &healthy} {
+			n = n.DeepCopy()
+			if strip {
+				o, err := Transform(n)
+				require.NoError(t, err)
+				n = o.(*corev1.Node)
+			}
+			nodes = append(nodes, n)
+		}
+		for _, p := range pods {
+			p = p.DeepCopy()
+			if strip {
+				o, err := Transform(p)
+				require.NoError(t, err)
+				p = o.(*corev1.Pod)
+				require.Empty(t, p.ManagedFields)
+			}
+			in = append(in, p)
+		}
+		var out []string
+		for _, p := range in {
+			checker, err := health.New(health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return []*corev1.Pod{p}, nil }), nil,
+				health.Options{DryRun: true, Nodes: nodeGetter(nodes)})
+			require.NoError(t, err)
+			report, err := checker.CheckReport(context.Background())
+			require.NoError(t, err)
+			for _, pr := range report.Pods {
+				out = append(out, pr.Pod.Name+" "+pr.Verdict.State.String()+" "+pr.Verdict.Rule+" "+pr.Outcome.String()+" "+pr.HeldBack.Reason.String())
+			}
+		}
+		return out
+	}
+	full, stripped := verdicts(false), verdicts(true)
+	require.Empty(t, cmp.Diff(full, stripped))
+	require.Len(t, full, len(pods))
+}
+
+type nodeGetter []*corev1.Node
+
+func (g nodeGetter) GetNode(_ context.Context, name string) (*corev1.Node, error) {
+	for _, n := range g {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
+}

@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/podhealth/podhealth/health"
+)
+
+// SetupWithManager registers the controller, judging up to workers groups
+// at once: pod events enqueue their group (podMayBeDead), node events the
+// groups on that node (nodeChanged), and a namespace that opts in all of
+// its groups.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("podhealth").
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podGroup), builder.WithPredicates(podMayBeDead)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNode), builder.WithPredicates(nodeChanged)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsInNamespace), builder.WithPredicates(r.namespaceOptedIn())).
+		Complete(r)
+}
+
+func podGroup(_ context.Context, obj client.Object) []reconcile.Request {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: GroupOf(pod)}}
+}
+
+// mayBeDead is true of a pod that a rule could call dead without a node
+// event: one being deleted, or one that failed.
+func mayBeDead(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed
+}
+
+// podMayBeDead lets through the pod events after which a verdict can have
+// changed: a pod that is being deleted or failed, and, when the cache first
+// lists it (at start), every bound pod, so that the pods of a node that
+// was deleted while the controller was down are found. The status updates
+// of healthy pods, which are most events of a cluster, cost nothing.
+var podMayBeDead = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool {
+		pod, ok := e.Object.(*corev1.Pod)
+		return ok && (mayBeDead(pod) || pod.Spec.NodeName != "")
+	},
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		pod, ok := e.ObjectNew.(*corev1.Pod)
+		return ok && mayBeDead(pod)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// nodeChanged lets through a node's deletion and a change of what it says
+// (health.NodeStateOf: Ready, NotReady, Unreachable, OutOfService...).
+var nodeChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*corev1.Node)
+		node, okNew := e.ObjectNew.(*corev1.Node)
+		return okOld && okNew && health.NodeStateOf(old) != health.NodeStateOf(node)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// namespaceOptedIn lets through a namespace that matches the selector when
+// it is created or when it did not before.
+func (r *Reconciler) namespaceOptedIn() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return r.namespaces.Matches(labels.Set(e.Object.GetLabels())) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !r.namespaces.Matches(labels.Set(e.ObjectOld.GetLabels())) && r.namespaces.Matches(labels.Set(e.ObjectNew.GetLabels()))
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// groupsOnNode returns the groups with a cached pod bound to node.
+func (r *Reconciler) groupsOnNode(ctx context.Context, node client.Object) []reconcile.Request {
+	return r.groups(ctx, func(pod *corev1.Pod) bool { return pod.Spec.NodeName == node.GetName() }, "node", node.GetName())
+}
+
+// groupsInNamespace returns the groups of the namespace's cached pods.
+func (r *Reconciler) groupsInNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	return r.groups(ctx, func(pod *corev1.Pod) bool { return pod.Namespace == ns.GetName() }, "namespace", ns.GetName(), client.InNamespace(ns.GetName()))
+}
+
+func (r *Reconciler) groups(ctx context.Context, keep func(*corev1.Pod) bool, what, name string, opts ...client.ListOption) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.cache.List(ctx, &pods, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
+		log.FromContext(ctx).Error(err, "listing cached pods to find the groups of a changed "+what, what, name)
+		return nil
+	}
+	seen := map[types.NamespacedName]bool{}
+	var out []reconcile.Request
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !keep(pod) {
+			continue
+		}
+		if key := GroupOf(pod); !seen[key] {
+			seen[key] = true
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return out
+}

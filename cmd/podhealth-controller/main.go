@@ -1,0 +1,174 @@
+// Command podhealth-controller force-deletes, in the namespaces labelled
+// podhealth.io/enabled=true, the pods that died with their node, for every
+// workload at once and without changing its operator: pods left
+// Terminating by the taint-eviction controller on a node that no kubelet
+// answers for, pods whose node is gone, pods the kubelet terminated. Their
+// owners recreate them. StatefulSet pods and single-writer volumes wait for
+// fencing (the out-of-service taint, or the node's deletion); a Breaker
+// stops all force deletes when many nodes fail at once; a budget bounds
+// them. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/metrics"
+)
+
+// Config is what the flags set.
+type Config struct {
+	Namespaces        string
+	DryRun            bool
+	MaxDeletes        int
+	DeleteWindow      time.Duration
+	BreakerShare      float64
+	BreakerMin        int
+	LeaderElect       bool
+	LeaderElectionNS  string
+	MetricsAddr       string
+	ProbeAddr         string
+	MaxConcurrentWork int
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
+	var c Config
+	fs.StringVar(&c.Namespaces, "namespace-selector", controller.EnabledLabel+"=true", "label selector of the namespaces to act in; nothing else is ever touched (an empty selector is refused)")
+	fs.BoolVar(&c.DryRun, "dry-run", false, "report (log, events, metrics) what would be force-deleted, and delete nothing")
+	fs.IntVar(&c.MaxDeletes, "max-force-deletes", 20, "force deletes allowed per --force-delete-window over the whole cluster; 0 means no limit")
+	fs.DurationVar(&c.DeleteWindow, "force-delete-window", time.Minute, "the window of --max-force-deletes")
+	fs.Float64Var(&c.BreakerShare, "breaker-unhealthy-share", 0.3, "share of not-Ready nodes (in the cluster or in a zone) at which all force deletes stop")
+	fs.IntVar(&c.BreakerMin, "breaker-min-unhealthy", 3, "fewest not-Ready nodes that stop all force deletes, so that one failed node of a small cluster does not")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run as one of several replicas: only the leader acts")
+	fs.StringVar(&c.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease; empty means the controller's own namespace (in a cluster)")
+	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
+	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.IntVar(&c.MaxConcurrentWork, "workers", 4, "owner groups judged at once")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case c.MaxDeletes < 0:
+		return c, errors.New("--max-force-deletes must not be negative")
+	case c.DeleteWindow <= 0:
+		return c, errors.New("--force-delete-window must be positive")
+	case c.BreakerShare <= 0 || c.BreakerShare > 1:
+		return c, errors.New("--breaker-unhealthy-share must be in (0, 1]")
+	case c.BreakerMin < 1:
+		return c, errors.New("--breaker-min-unhealthy must be at least 1")
+	case c.MaxConcurrentWork < 1:
+		return c, errors.New("--workers must be at least 1")
+	}
+	return c, nil
+}
+
+func main() {
+	// The command line's own flag set: controller-runtime registers
+	// --kubeconfig on it.
+	fs := flag.CommandLine
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	cfg, err := parseFlags(fs, os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(2)
+	}
+	// Structured JSON logs, as a cluster's log pipeline expects.
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.JSONEncoder()))
+	if err := run(cfg); err != nil {
+		ctrl.Log.Error(err, "exiting")
+		os.Exit(1)
+	}
+}
+
+func run(cfg Config) error {
+	namespaces, err := labels.Parse(cfg.Namespaces)
+	if err != nil {
+		return fmt.Errorf("--namespace-selector: %w", err)
+	}
+	if namespaces.Empty() {
+		return errors.New("--namespace-selector is empty: it would select every namespace; give a label")
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		LeaderElection:          cfg.LeaderElect,
+		LeaderElectionID:        "podhealth-controller",
+		LeaderElectionNamespace: cfg.LeaderElectionNS,
+		// The leader gives up its Lease on a clean stop, so that the next
+		// replica takes over at once.
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress:        cfg.ProbeAddr,
+		Cache: cache.Options{
+			// Pods and nodes are cached cluster-wide: keep only what the
+			// rules read.
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:  {Transform: controller.Transform},
+				&corev1.Node{}: {Transform: controller.Transform},
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	observer, err := metrics.NewObserver(ctrlmetrics.Registry, metrics.Options{})
+	if err != nil {
+		return err
+	}
+	opts := controller.Options{
+		Namespaces: namespaces,
+		DryRun:     cfg.DryRun,
+		Breaker:    health.Breaker{UnhealthyShare: cfg.BreakerShare, MinUnhealthy: cfg.BreakerMin},
+		Observer:   observer,
+		Recorder:   mgr.GetEventRecorder("podhealth-controller"),
+	}
+	if cfg.MaxDeletes > 0 {
+		if opts.Budget, err = health.NewDeleteBudget(cfg.MaxDeletes, cfg.DeleteWindow); err != nil {
+			return err
+		}
+	}
+	r, err := controller.New(mgr, opts)
+	if err != nil {
+		return err
+	}
+	if err := r.SetupWithManager(mgr, cfg.MaxConcurrentWork); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	// Ready once the caches have synced: before that the controller knows
+	// nothing to act on.
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting", "namespaceSelector", namespaces.String(), "dryRun", cfg.DryRun, "maxForceDeletes", cfg.MaxDeletes,
+		"window", cfg.DeleteWindow.String(), "breakerShare", cfg.BreakerShare, "breakerMin", cfg.BreakerMin, "leaderElect", cfg.LeaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

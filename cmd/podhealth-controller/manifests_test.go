@@ -1,0 +1,101 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
+)
+
+func readManifest(t *testing.T, name string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("config", name))
+	require.NoError(t, err)
+	require.NoError(t, yaml.UnmarshalStrict(data, into), name)
+}
+
+func TestRolesInConfigAreWhatTheCodeSends(t *testing.T) {
+	var cluster rbacv1.ClusterRole
+	readManifest(t, "cluster_role.yaml", &cluster)
+	require.Empty(t, cmp.Diff(controller.ClusterRules(), cluster.Rules))
+	var leader rbacv1.Role
+	readManifest(t, "leader_election_role.yaml", &leader)
+	require.Empty(t, cmp.Diff(controller.LeaderElectionRules(), leader.Rules))
+}
+
+func TestKustomizationListsEveryManifest(t *testing.T) {
+	var k struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+	}
+	readManifest(t, "kustomization.yaml", &k)
+	files, err := filepath.Glob(filepath.Join("config", "*.yaml"))
+	require.NoError(t, err)
+	var want []string
+	for _, f := range files {
+		if base := filepath.Base(f); base != "kustomization.yaml" {
+			want = append(want, base)
+		}
+	}
+	got := append([]string(nil), k.Resources...)
+	sort.Strings(got)
+	require.Equal(t, want, got)
+}
+
+func TestDeploymentRunsNonRootWithProbesAndRequests(t *testing.T) {
+	var d appsv1.Deployment
+	readManifest(t, "deployment.yaml", &d)
+	require.Equal(t, int32(2), *d.Spec.Replicas, "two replicas, one leader")
+	pod := d.Spec.Template.Spec
+	require.True(t, *pod.SecurityContext.RunAsNonRoot)
+	require.Len(t, pod.Containers, 1)
+	c := pod.Containers[0]
+	require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+	require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
+	require.False(t, c.Resources.Requests.Cpu().IsZero())
+	require.False(t, c.Resources.Requests.Memory().IsZero())
+	// Every flag the manifest passes exists and parses.
+	_, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), c.Args)
+	require.NoError(t, err, strings.Join(c.Args, " "))
+}
+
+func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
+	cfg, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), nil)
+	require.NoError(t, err)
+	require.Equal(t, Config{
+		Namespaces: controller.EnabledLabel + "=true", MaxDeletes: 20, DeleteWindow: time.Minute,
+		BreakerShare: 0.3, BreakerMin: 3, LeaderElect: true, MetricsAddr: ":8080", ProbeAddr: ":8081", MaxConcurrentWork: 4,
+	}, cfg)
+	for _, args := range [][]string{
+		{"--max-force-deletes=-1"},
+		{"--force-delete-window=0s"},
+		{"--breaker-unhealthy-share=0"},
+		{"--breaker-unhealthy-share=1.5"},
+		{"--breaker-min-unhealthy=0"},
+		{"--workers=0"},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(new(strings.Builder))
+		_, err := parseFlags(fs, args)
+		require.Error(t, err, args)
+	}
+}
+
+func TestAnEmptyNamespaceSelectorIsRefused(t *testing.T) {
+	err := run(Config{Namespaces: ""})
+	require.ErrorContains(t, err, "namespace-selector")
+}
