@@ -8,28 +8,40 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
 
 // auditPolicy records every DELETE of a pod with its request body (the
-// DeleteOptions), and nothing else.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
+// DeleteOptions), the metadata of every write of the users in writers, and
+// nothing else.
+func auditPolicy(writers []string) string {
+	policy := `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Request
   verbs: ["delete"]
   resources: [{group: "", resources: ["pods"]}]
-- level: None
 `
+	if len(writers) > 0 {
+		quoted := make([]string, len(writers))
+		for i, w := range writers {
+			quoted[i] = strconv.Quote(w)
+		}
+		policy += "- level: Metadata\n  users: [" + strings.Join(quoted, ", ") + "]\n  verbs: [\"create\", \"update\", \"patch\", \"delete\", \"deletecollection\"]\n"
+	}
+	return policy + "- level: None\n"
+}
 
 // auditArgs writes the audit policy into dir and returns the API server
 // flags that write the audit log there.
-func auditArgs(dir string) ([]string, string, error) {
+func auditArgs(dir string, writers []string) ([]string, string, error) {
 	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+	if err := os.WriteFile(policy, []byte(auditPolicy(writers)), 0o600); err != nil {
 		return nil, "", err
 	}
 	log := filepath.Join(dir, "audit.log")
@@ -61,14 +73,33 @@ type PodDelete struct {
 // Force reports whether the request asked for grace period 0.
 func (d PodDelete) Force() bool { return d.GracePeriodSeconds != nil && *d.GracePeriodSeconds == 0 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event that PodDeletes reads.
+// Write is one write request of an audited user (Options.AuditWritesBy)
+// that the API server answered.
+type Write struct {
+	At              time.Time
+	User, UserAgent string
+	Verb            string
+	Resource        string // with "/subresource" for a subresource
+	Namespace, Name string
+	Code            int
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event that PodDeletes and
+// Writes read.
 type auditEvent struct {
-	Stage                    string    `json:"stage"`
+	Stage string `json:"stage"`
+	Level string `json:"level"`
+	Verb  string `json:"verb"`
+	User  struct {
+		Username string `json:"username"`
+	} `json:"user"`
 	UserAgent                string    `json:"userAgent"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	ObjectRef                struct {
-		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus struct {
 		Code int `json:"code"`
@@ -85,8 +116,65 @@ type auditEvent struct {
 // far, in the order it logged them, across restarts. It needs
 // Options.AuditPodDeletes.
 func (cp *ControlPlane) PodDeletes() ([]PodDelete, error) {
+	events, err := cp.auditEvents()
+	var out []PodDelete
+	for _, e := range events {
+		if e.Verb == "delete" && e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "" && e.requestLevel() {
+			d := PodDelete{At: e.RequestReceivedTimestamp, UserAgent: e.UserAgent, Namespace: e.ObjectRef.Namespace,
+				Name: e.ObjectRef.Name, Code: e.ResponseStatus.Code}
+			if o := e.RequestObject; o != nil {
+				d.GracePeriodSeconds = o.GracePeriodSeconds
+				if o.Preconditions != nil && o.Preconditions.UID != nil {
+					d.PreconditionUID = *o.Preconditions.UID
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	return out, err
+}
+
+// Writes returns every write of the users in Options.AuditWritesBy that
+// the API server has answered so far, in the order it logged them.
+func (cp *ControlPlane) Writes() ([]Write, error) {
+	events, err := cp.auditEvents()
+	var out []Write
+	for _, e := range events {
+		if !cp.auditedWriter(e.User.Username) {
+			continue
+		}
+		switch e.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+		default:
+			continue
+		}
+		resource := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			resource += "/" + e.ObjectRef.Subresource
+		}
+		out = append(out, Write{At: e.RequestReceivedTimestamp, User: e.User.Username, UserAgent: e.UserAgent, Verb: e.Verb,
+			Resource: resource, Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name, Code: e.ResponseStatus.Code})
+	}
+	return out, err
+}
+
+func (cp *ControlPlane) auditedWriter(user string) bool {
+	for _, w := range cp.opts.AuditWritesBy {
+		if w == user {
+			return true
+		}
+	}
+	return false
+}
+
+// requestLevel reports whether the event was logged at level Request: every
+// pod DELETE is, and carries its DeleteOptions when the client sent any.
+func (e auditEvent) requestLevel() bool { return e.Level == "Request" }
+
+// auditEvents reads the ResponseComplete events of the audit log.
+func (cp *ControlPlane) auditEvents() ([]auditEvent, error) {
 	if cp.auditLog == "" {
-		return nil, errors.New("harness: PodDeletes needs Options.AuditPodDeletes")
+		return nil, errors.New("harness: the audit log needs Options.AuditPodDeletes or Options.AuditWritesBy")
 	}
 	f, err := os.Open(cp.auditLog)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -96,7 +184,7 @@ func (cp *ControlPlane) PodDeletes() ([]PodDelete, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var out []PodDelete
+	var out []auditEvent
 	scanner := bufio.NewScanner(f)
 	scanner.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
 	for scanner.Scan() {
@@ -105,18 +193,9 @@ func (cp *ControlPlane) PodDeletes() ([]PodDelete, error) {
 			// The API server may be writing the last line right now.
 			continue
 		}
-		if e.Stage != "ResponseComplete" {
-			continue
+		if e.Stage == "ResponseComplete" {
+			out = append(out, e)
 		}
-		d := PodDelete{At: e.RequestReceivedTimestamp, UserAgent: e.UserAgent, Namespace: e.ObjectRef.Namespace,
-			Name: e.ObjectRef.Name, Code: e.ResponseStatus.Code}
-		if o := e.RequestObject; o != nil {
-			d.GracePeriodSeconds = o.GracePeriodSeconds
-			if o.Preconditions != nil && o.Preconditions.UID != nil {
-				d.PreconditionUID = *o.Preconditions.UID
-			}
-		}
-		out = append(out, d)
 	}
 	if err := scanner.Err(); err != nil {
 		return out, fmt.Errorf("harness: reading the audit log: %w", err)

@@ -57,6 +57,9 @@ type Binaries struct {
 	// Plugin is the kubectl plugin kubectl-podhealth (cmd/kubectl-podhealth),
 	// built from its own nested module with its own dependencies.
 	Plugin string
+	// Controller is podhealth-controller (cmd/podhealth-controller), built
+	// from its own nested module.
+	Controller string
 	// BuildTime is how long BuildBinaries took.
 	BuildTime time.Duration
 }
@@ -133,9 +136,11 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 	// checks that every module shared by two builds is at one version).
 	b.ControllerRuntime = filepath.Join(dir, "podhealth-controllerruntime")
 	b.Plugin = filepath.Join(dir, "kubectl-podhealth")
+	b.Controller = filepath.Join(dir, "podhealth-controller")
 	for _, program := range []struct{ out, dir, pkg string }{
 		{b.ControllerRuntime, filepath.Join(rootDir, "examples", "controllerruntime"), "."},
 		{b.Plugin, filepath.Join(rootDir, "cmd", "kubectl-podhealth"), "."},
+		{b.Controller, filepath.Join(rootDir, "cmd", "podhealth-controller"), "."},
 	} {
 		cmd := exec.CommandContext(ctx, goTool, "build", stripFlags, "-o", program.out, program.pkg)
 		cmd.Dir = program.dir
@@ -147,7 +152,7 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 			return Binaries{}, fmt.Errorf("harness: go build %s in %s: %w\n%s", program.pkg, program.dir, err, out.String())
 		}
 	}
-	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Operator, b.ControllerRuntime, b.Plugin} {
+	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Operator, b.ControllerRuntime, b.Plugin, b.Controller} {
 		if _, err := os.Stat(p); err != nil {
 			b.Remove()
 			return Binaries{}, fmt.Errorf("harness: build produced no %s: %w", filepath.Base(p), err)

@@ -61,6 +61,15 @@ type Options struct {
 	// DELETE of a pod, with its DeleteOptions, for
 	// [ControlPlane.PodDeletes].
 	AuditPodDeletes bool
+	// AuditWritesBy are users (such as a service account's
+	// system:serviceaccount:NAMESPACE:NAME) whose every write the audit
+	// log records, for [ControlPlane.Writes]; it implies AuditPodDeletes.
+	AuditWritesBy []string
+	// HeartbeatInterval is how often each node's heartbeat is renewed.
+	// Zero means the package's HeartbeatInterval. A longer one needs a
+	// longer --node-monitor-grace-period in ExtraControllerManagerArgs
+	// (the last one given wins).
+	HeartbeatInterval time.Duration
 }
 
 // ControlPlane is a running etcd, kube-apiserver and kube-controller-manager.
@@ -91,6 +100,9 @@ func Start(t testing.TB, bins Binaries, opts Options) *ControlPlane {
 	}
 	if opts.LogTailLines <= 0 {
 		opts.LogTailLines = 60
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = HeartbeatInterval
 	}
 	cp := &ControlPlane{t: t, opts: opts, dir: t.TempDir()}
 	t.Cleanup(cp.shutdown)
@@ -167,8 +179,8 @@ func (cp *ControlPlane) start(ctx context.Context, bins Binaries) error {
 	}
 
 	var auditFlags []string
-	if cp.opts.AuditPodDeletes {
-		if auditFlags, cp.auditLog, err = auditArgs(cp.dir); err != nil {
+	if cp.opts.AuditPodDeletes || len(cp.opts.AuditWritesBy) > 0 {
+		if auditFlags, cp.auditLog, err = auditArgs(cp.dir, cp.opts.AuditWritesBy); err != nil {
 			return err
 		}
 	}

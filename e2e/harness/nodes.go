@@ -14,7 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// HeartbeatInterval is how often a healthy [Node] renews its heartbeat.
+// HeartbeatInterval is how often a healthy [Node] renews its heartbeat,
+// unless Options.HeartbeatInterval says otherwise.
 const HeartbeatInterval = time.Second
 
 // Node is a Node object whose heartbeat the harness renews in place of a
@@ -134,7 +135,7 @@ func (n *Node) startLoopLocked() {
 	n.cancel, n.done = cancel, done
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(HeartbeatInterval)
+		tick := time.NewTicker(n.cp.opts.HeartbeatInterval)
 		defer tick.Stop()
 		for {
 			n.beat(ctx)

@@ -33,6 +33,16 @@ func (cp *ControlPlane) StartControllerRuntime(t testing.TB, bins Binaries, args
 	return cp.startExample(t, "controllerruntime", bins.ControllerRuntime, args)
 }
 
+// StartController runs podhealth-controller (cmd/podhealth-controller)
+// against cp, as StartOperator runs examples/operator: with --kubeconfig
+// and args (a later --kubeconfig wins), stopped in t.Cleanup. Its output
+// goes to the log file podhealth-controller-<replica>.log of the control
+// plane's directory, one per replica name.
+func (cp *ControlPlane) StartController(t testing.TB, bins Binaries, replica string, args ...string) *Operator {
+	t.Helper()
+	return cp.startExample(t, "podhealth-controller-"+replica, bins.Controller, args)
+}
+
 // startExample runs one of the example controllers. name names its log
 // file; several processes of one name share a log file.
 func (cp *ControlPlane) startExample(t testing.TB, name, path string, args []string) *Operator {
@@ -64,6 +74,16 @@ func (cp *ControlPlane) startExample(t testing.TB, name, path string, args []str
 // seconds). It returns how the process ended; a clean shutdown is nil.
 func (op *Operator) Stop() error {
 	return op.proc.stop(10 * time.Second)
+}
+
+// Pid returns the operator's process ID, or 0 if it is not running.
+func (op *Operator) Pid() int {
+	op.proc.mu.Lock()
+	defer op.proc.mu.Unlock()
+	if op.proc.cmd == nil || op.proc.cmd.Process == nil {
+		return 0
+	}
+	return op.proc.cmd.Process.Pid
 }
 
 // Log returns the operator's output so far.

@@ -1,0 +1,330 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podhealth/podhealth/e2e/harness"
+)
+
+// controllerConfigDir is podhealth-controller's kustomize folder, from the
+// e2e module.
+var controllerConfigDir = filepath.Join("..", "cmd", "podhealth-controller", "config")
+
+// controllerNamespace and controllerAccount are the manifests' namespace
+// and service account.
+const (
+	controllerNamespace = "podhealth-system"
+	controllerAccount   = "podhealth-controller"
+)
+
+// controllerManifests reads the objects of the kustomization's resources,
+// in its order.
+func controllerManifests(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(controllerConfigDir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, name := range k.Resources {
+		f, err := os.Open(filepath.Join(controllerConfigDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoder := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+		for {
+			var obj unstructured.Unstructured
+			if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if len(obj.Object) > 0 {
+				objs = append(objs, &obj)
+			}
+		}
+		f.Close()
+	}
+	return objs
+}
+
+// applyControllerManifests applies the manifests server-side: for real
+// when dryRun is false, else with dryRun=All (the API server validates and
+// admits each object, and stores nothing). The Deployment is applied as a
+// dry run only: there is no kubelet to run its image.
+func applyControllerManifests(ctx context.Context, t *testing.T, cp *harness.ControlPlane, dryRun bool) {
+	t.Helper()
+	config := cp.RESTConfig()
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	for _, obj := range controllerManifests(t) {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s %s: %v", gvk.Kind, obj.GetName(), err)
+		}
+		dry := dryRun || gvk.Kind == "Deployment"
+		opts := metav1.ApplyOptions{FieldManager: "podhealth-e2e", Force: true}
+		if dry {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		var r dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if obj.GetNamespace() != "" {
+			r = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+		}
+		if _, err := r.Apply(ctx, obj.GetName(), obj, opts); err != nil {
+			t.Fatalf("server-side apply (dry run %v) of %s %s: %v", dry, gvk.Kind, obj.GetName(), err)
+		}
+	}
+}
+
+// controllerKubeconfig writes a kubeconfig that authenticates as the
+// manifests' service account, with a token from the TokenRequest API, so
+// that the controller runs with exactly the manifests' RBAC.
+func controllerKubeconfig(ctx context.Context, t *testing.T, cp *harness.ControlPlane) string {
+	t.Helper()
+	tr, err := cp.Client().CoreV1().ServiceAccounts(controllerNamespace).CreateToken(ctx, controllerAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token for %s/%s: %v", controllerNamespace, controllerAccount, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cp.APIServerURL(), InsecureSkipTLSVerify: true}
+	cfg.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "controller", Namespace: controllerNamespace}
+	cfg.CurrentContext = "e2e"
+	path := filepath.Join(t.TempDir(), "controller.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// controllerReplica is one running podhealth-controller.
+type controllerReplica struct {
+	op                   *harness.Operator
+	metricsURL, probeURL string
+}
+
+// startControllerReplica runs podhealth-controller as the service account,
+// with leader election in the manifests' namespace and its metrics and
+// probes on 127.0.0.1.
+func startControllerReplica(t *testing.T, cp *harness.ControlPlane, name, kubeconfig string, extra ...string) controllerReplica {
+	t.Helper()
+	ports := make([]int, 2)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	args := append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=true",
+		"--leader-election-namespace=" + controllerNamespace,
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
+	}, extra...)
+	op := cp.StartController(t, bins, name, args...)
+	return controllerReplica{op: op, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), probeURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1])}
+}
+
+// get reads url; ok is false when nothing answers with 200.
+func httpGet(ctx context.Context, url string) (string, bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body), resp.StatusCode == http.StatusOK
+}
+
+// metricValue sums the samples of family whose labels include want.
+func metricValue(t *testing.T, text, family string, want map[string]string) float64 {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader([]byte(text)))
+	if err != nil {
+		t.Fatalf("parsing metrics: %v", err)
+	}
+	total := 0.0
+	f, ok := families[family]
+	if !ok {
+		return 0
+	}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range want {
+			if labels[k] != v {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			total += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			total += m.GetGauge().GetValue()
+		}
+	}
+	return total
+}
+
+// startBinder binds the unscheduled pods of namespaces to the node that
+// target names for each, as a scheduler would, until ctx ends.
+func startBinder(ctx context.Context, cp *harness.ControlPlane, target func(*corev1.Pod) string, namespaces ...string) {
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			for _, namespace := range namespaces {
+				pods, err := cp.Client().CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					continue
+				}
+				for _, p := range pods.Items {
+					if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+						_ = cp.BindPod(ctx, namespace, p.Name, target(&p))
+					}
+				}
+			}
+		}
+	}()
+}
+
+// catalogOperator is an operator without podhealth, shaped as OLM's catalog
+// operator: it creates its workload's pod (owned by a ConfigMap) only when
+// it lists none, in any state, as an operator does that waits for its pod
+// to be gone before it creates another.
+type catalogOperator struct {
+	c         kubernetes.Interface
+	namespace string
+	owner     *corev1.ConfigMap
+
+	mu      sync.Mutex
+	created []types.UID
+}
+
+func startCatalogOperator(ctx context.Context, t *testing.T, c kubernetes.Interface, namespace, name string) *catalogOperator {
+	t.Helper()
+	owner, err := c.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &catalogOperator{c: c, namespace: namespace, owner: owner}
+	go o.run(ctx)
+	return o
+}
+
+func (o *catalogOperator) run(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		pods, err := o.c.CoreV1().Pods(o.namespace).List(ctx, metav1.ListOptions{LabelSelector: "catalog=" + o.owner.Name})
+		if err != nil || len(pods.Items) > 0 {
+			continue
+		}
+		pod := harness.BoundPod(o.namespace, "", "", 2)
+		pod.GenerateName, pod.Name = o.owner.Name+"-", ""
+		pod.Labels = map[string]string{"catalog": o.owner.Name}
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: o.owner.Name, UID: o.owner.UID, Controller: ptr.To(true)}}
+		created, err := o.c.CoreV1().Pods(o.namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if err == nil {
+			o.mu.Lock()
+			o.created = append(o.created, created.UID)
+			o.mu.Unlock()
+		}
+	}
+}
+
+// pods returns the UIDs of the pods it created, in order.
+func (o *catalogOperator) pods() []types.UID {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]types.UID(nil), o.created...)
+}
+
+// logLinesWith counts the lines of an operator's log that contain every one
+// of substrs.
+func logLinesWith(op *harness.Operator, substrs ...string) int {
+	n := 0
+	for _, line := range strings.Split(op.Log(), "\n") {
+		all := true
+		for _, s := range substrs {
+			if !strings.Contains(line, s) {
+				all = false
+			}
+		}
+		if all && line != "" {
+			n++
+		}
+	}
+	return n
+}

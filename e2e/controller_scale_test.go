@@ -1,0 +1,440 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/podhealth/podhealth/e2e/harness"
+)
+
+// scaleEnv selects the size of TestControllerAtScale: unset, the reduced
+// size CI runs; "full", 1,000 nodes and 30,000 pods in 300 namespaces.
+const scaleEnv = "PODHEALTH_CONTROLLER_SCALE"
+
+// scaleSize is one size of the scale test.
+type scaleSize struct {
+	name                    string
+	nodes, pods, namespaces int
+	// heartbeat and grace are the nodes' heartbeat interval and the
+	// node-lifecycle controller's grace period: a thousand nodes renewing
+	// each second would cost this machine more than the controller does.
+	heartbeat, grace time.Duration
+}
+
+var (
+	scaleReduced = scaleSize{name: "reduced (CI)", nodes: 40, pods: 1200, namespaces: 12, heartbeat: time.Second, grace: harness.NodeMonitorGracePeriod}
+	scaleFull    = scaleSize{name: "full", nodes: 1000, pods: 30000, namespaces: 300, heartbeat: 5 * time.Second, grace: 20 * time.Second}
+)
+
+// scalePodsPerOwner is how many pods share a (ReplicaSet) owner.
+const scalePodsPerOwner = 3
+
+// scalePod is a pod as a Deployment's ReplicaSet leaves it in a real
+// cluster: labels and annotations, a container with environment, ports,
+// probes, resources and mounts, the projected service-account volume, the
+// default tolerations (2 s here, so the test need not wait 300 s).
+func scalePod(ns, name, owner, node string) *corev1.Pod {
+	env := make([]corev1.EnvVar, 0, 12)
+	for i := 0; i < 10; i++ {
+		env = append(env, corev1.EnvVar{Name: fmt.Sprintf("SETTING_%d", i), Value: fmt.Sprintf("value-%d-of-a-realistic-length", i)})
+	}
+	env = append(env, corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 10}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name,
+			Labels:      map[string]string{"app.kubernetes.io/name": owner, "app.kubernetes.io/part-of": "shop", "pod-template-hash": "7d9f8c6b5"},
+			Annotations: map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "kubectl.kubernetes.io/restartedAt": "2026-11-30T10:00:00Z"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner + "-7d9f8c6b5",
+				UID: types.UID("rs-" + ns + "-" + owner), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:           node,
+			ServiceAccountName: "default",
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.example/shop/" + owner + ":v1.42.0",
+				Args:  []string{"--listen=:8080", "--log-format=json"},
+				Env:   env,
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+				},
+				LivenessProbe: probe, ReadinessProbe: probe,
+				VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+			}},
+			Volumes: []corev1.Volume{{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+				},
+			}}}},
+			Tolerations: harness.BoundPod(ns, name, node, 2).Spec.Tolerations,
+		},
+	}
+	return pod
+}
+
+// TestControllerAtScale measures podhealth-controller on a real control
+// plane with many nodes and pods (the reduced size in CI, the full size
+// with PODHEALTH_CONTROLLER_SCALE=full): its CPU, resident memory and API
+// writes with everything healthy; how soon the dead pods of one failed node
+// are gone after DisruptionTarget; and that no force delete goes out while
+// 30 % of the nodes are down, with the breaker metric saying so.
+func TestControllerAtScale(t *testing.T) {
+	t.Parallel()
+	size := scaleReduced
+	if os.Getenv(scaleEnv) == "full" {
+		size = scaleFull
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	account := "system:serviceaccount:" + controllerNamespace + ":" + controllerAccount
+	cp := harness.Start(t, bins, harness.Options{
+		AuditWritesBy:              []string{account},
+		HeartbeatInterval:          size.heartbeat,
+		ExtraControllerManagerArgs: []string{"--node-monitor-grace-period=" + size.grace.String()},
+	})
+	c := cp.Client()
+	start := time.Now()
+	nodes := make([]*harness.Node, size.nodes)
+	for i := range nodes {
+		nodes[i] = cp.AddNode(ctx, fmt.Sprintf("node-%04d", i))
+	}
+	if err := pollUntil(ctx, func() bool { return scaleReadyNodes(ctx, c) == size.nodes }); err != nil {
+		t.Fatalf("the nodes did not all become Ready: %v", err)
+	}
+	applyControllerManifests(ctx, t, cp, false)
+	createScalePods(ctx, t, c, size)
+	t.Logf("%d nodes and %d pods in %d namespaces ready in %v", size.nodes, size.pods, size.namespaces, time.Since(start).Round(time.Second))
+
+	watch, err := cp.WatchPods(ctx, metav1.NamespaceAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := startControllerReplica(t, cp, "a", controllerKubeconfig(ctx, t, cp),
+		"--breaker-unhealthy-share=0.3", "--breaker-min-unhealthy=3", "--max-force-deletes=0")
+	if err := pollUntil(ctx, func() bool {
+		_, ok := httpGet(ctx, replica.probeURL+"/readyz")
+		return ok && logLinesWith(replica.op, "Successfully acquired lease") == 1
+	}); err != nil {
+		t.Fatalf("the controller did not become ready and leader: %v\n%s", err, replica.op.Log())
+	}
+	// The start-up pass judges every bound pod once; let it end.
+	time.Sleep(15 * time.Second)
+
+	// Steady state: everything healthy.
+	const window = 30 * time.Second
+	pid := replica.op.Pid()
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes0 := scaleWrites(t, cp)
+	time.Sleep(window)
+	cpu1, err := procCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rss, err := procRSS(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes1 := scaleWrites(t, cp)
+	cores := (cpu1 - cpu0).Seconds() / window.Seconds()
+	steadyWrites := scaleDiff(writes1, writes0)
+	t.Logf("steady state over %v: %.4f cores, RSS %d MiB, writes %v", window, cores, rss>>20, steadyWrites)
+	if cores > 0.05 {
+		t.Errorf("steady state: %.4f cores, goal 0.05", cores)
+	}
+	if rss > 300<<20 {
+		t.Errorf("steady state: RSS %d MiB, goal 300 MiB", rss>>20)
+	}
+	for what, n := range steadyWrites {
+		if !strings.HasPrefix(what, "leases ") {
+			t.Errorf("steady state: %d writes %s, want none but leader election's", n, what)
+		}
+	}
+
+	// One node fails.
+	failed := nodes[0]
+	failed.Fail()
+	var onFailed []types.UID
+	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + failed.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		onFailed = append(onFailed, p.UID)
+	}
+	histories, err := watch.WaitFor(ctx, "the failed node's pods gone", func(ps []harness.PodHistory) bool {
+		gone := 0
+		for _, p := range ps {
+			if p.NodeName == failed.Name() && !p.Deleted.IsZero() {
+				gone++
+			}
+		}
+		return gone == len(onFailed)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two spans per dead pod: from DisruptionTarget, and from the
+	// taint-eviction controller's DELETE (the pod's deletionTimestamp,
+	// when the rules first call it dead). Between the two, the
+	// controller-manager waits for its own client's rate limit (20 requests
+	// a second by default, shared by a condition PATCH and a DELETE per
+	// pod), which no controller of the pods can shorten.
+	var fromCondition, fromDeletion []time.Duration
+	for _, p := range histories {
+		if p.NodeName == failed.Name() && !p.Deleted.IsZero() && !p.Evicted.IsZero() && !p.Terminating.IsZero() {
+			fromCondition = append(fromCondition, p.Deleted.Sub(p.Evicted))
+			fromDeletion = append(fromDeletion, p.Deleted.Sub(p.Terminating))
+		}
+	}
+	sortedCondition, medianCondition, _ := harness.Durations(fromCondition)
+	p99Condition := soakPercentile(sortedCondition, 0.99)
+	sorted, median, _ := harness.Durations(fromDeletion)
+	p99 := soakPercentile(sorted, 0.99)
+	t.Logf("one node of %d failed: %d dead pods gone after DisruptionTarget p50 %v, p99 %v; after their deletion p50 %v, p99 %v",
+		size.nodes, len(fromDeletion), medianCondition, p99Condition, median, p99)
+	if len(fromDeletion) != len(onFailed) {
+		t.Errorf("%d of the failed node's %d pods were seen with DisruptionTarget and deleting before they were gone", len(fromDeletion), len(onFailed))
+	}
+	if p99 > 250*time.Millisecond {
+		t.Errorf("one failed node: deletion -> gone p99 %v, goal 250 ms", p99)
+	}
+	failed.Recover()
+	if err := pollUntil(ctx, func() bool { return scaleReadyNodes(ctx, c) == size.nodes }); err != nil {
+		t.Fatal(err)
+	}
+
+	// 30 % of the nodes fail at once: the Breaker opens, nothing is
+	// force-deleted, and the metric says so.
+	down := size.nodes * 3 / 10
+	deletes0 := scaleWrites(t, cp)["pods delete"]
+	for _, n := range nodes[1 : 1+down] {
+		n.Fail()
+	}
+	if err := pollUntil(ctx, func() bool { return scaleReadyNodes(ctx, c) <= size.nodes-down }); err != nil {
+		t.Fatal(err)
+	}
+	// The Breaker opens once the controller's cache shows the nodes not
+	// Ready; the node controller marks them one request at a time, and the
+	// first node it taints may have its pods evicted before then. Those
+	// force deletes are allowed; none after the metric says open is.
+	var text string
+	var openedAt time.Time
+	if err := pollUntil(ctx, func() bool {
+		var ok bool
+		text, ok = httpGet(ctx, replica.metricsURL)
+		return ok && metricValue(t, text, "podhealth_breaker_open", nil) == 1 &&
+			metricValue(t, text, "podhealth_held_back_total", map[string]string{"reason": "HeldByBreaker"}) > 0
+	}); err != nil {
+		t.Fatalf("the breaker metric never said open: %v", err)
+	}
+	openedAt = time.Now()
+	time.Sleep(20 * time.Second) // more nodes are tainted, at the node controller's rate
+	text, _ = httpGet(ctx, replica.metricsURL)
+	heldByBreaker := metricValue(t, text, "podhealth_held_back_total", map[string]string{"reason": "HeldByBreaker"})
+	writes, err := cp.Writes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := 0, 0
+	for _, w := range writes {
+		if w.Resource == "pods" && w.Verb == "delete" {
+			switch {
+			case !w.At.After(openedAt):
+				before++
+			default:
+				after++
+			}
+		}
+	}
+	before -= deletes0
+	t.Logf("%d of %d nodes down: %d force deletes before the breaker opened, %d after; breaker open %v; %v pod checks held back by the breaker",
+		down, size.nodes, before, after, metricValue(t, text, "podhealth_breaker_open", nil), heldByBreaker)
+	if after != 0 {
+		t.Errorf("%d force deletes while the breaker was open, want 0", after)
+	}
+	breakerDeletes := after
+
+	body := fmt.Sprintf("## podhealth-controller at scale\n\n"+
+		"`TestControllerAtScale`, size %s (`%s=full` runs the full one), %s: %d nodes (harness nodes, heartbeat every %v), %d pods as a Deployment leaves them in %d namespaces, all labelled, %d pods per owner.\n\n"+
+		"| measured | value | goal |\n|---|---|---|\n"+
+		"| steady state: CPU over %v | %.4f cores | 0.05 |\n"+
+		"| steady state: resident memory | %d MiB | 300 MiB |\n"+
+		"| steady state: API writes (leader election's Lease renewals left out) | %d | 0 |\n"+
+		"| one node fails: its %d dead pods gone after the taint-eviction controller's DELETE | p50 %s, p99 %s | p99 250 ms |\n"+
+		"| the same, after DisruptionTarget (the controller-manager's 20 requests/s come between) | p50 %s, p99 %s | |\n"+
+		"| %d of %d nodes fail: force deletes while the breaker is open | %d (podhealth_breaker_open 1, %v checks held back; %d before it opened) | 0 |\n",
+		size.name, scaleEnv, time.Now().UTC().Format("2006-01-02"), size.nodes, size.heartbeat, size.pods, size.namespaces, scalePodsPerOwner,
+		window, cores, rss>>20, scaleNonLease(steadyWrites), len(fromDeletion), figMs(median), figMs(p99), figMs(medianCondition), figMs(p99Condition),
+		down, size.nodes, breakerDeletes, heldByBreaker, before)
+	t.Log("\n" + body)
+	if os.Getenv(figWriteEnv) == "1" && !t.Failed() {
+		section := "controller-scale-" + strings.Fields(size.name)[0]
+		if err := figWriteSection(figFiguresFile, section, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func scaleReadyNodes(ctx context.Context, c kubernetes.Interface) int {
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return -1
+	}
+	ready := 0
+	for _, n := range nodes.Items {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return ready
+}
+
+// createScalePods creates the namespaces (labelled) and their pods, spread
+// over the nodes, reported Running and Ready as a kubelet would.
+func createScalePods(ctx context.Context, t *testing.T, c kubernetes.Interface, size scaleSize) {
+	t.Helper()
+	for i := 0; i < size.namespaces; i++ {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("shop-%03d", i), Labels: map[string]string{"podhealth.io/enabled": "true"}}}
+		if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				ns := fmt.Sprintf("shop-%03d", i%size.namespaces)
+				owner := fmt.Sprintf("svc-%d", i/size.namespaces/scalePodsPerOwner)
+				pod := scalePod(ns, fmt.Sprintf("%s-%d", owner, i), owner, fmt.Sprintf("node-%04d", i%size.nodes))
+				created, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+				if err == nil {
+					now := metav1.Now()
+					created.Status.Phase = corev1.PodRunning
+					created.Status.StartTime = &now
+					created.Status.PodIP = "10.1." + strconv.Itoa(i/250%250) + "." + strconv.Itoa(i%250+1)
+					created.Status.Conditions = []corev1.PodCondition{
+						{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+						{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+						{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+					}
+					created.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Ready: true, Image: pod.Spec.Containers[0].Image,
+						ImageID: "registry.example/shop@sha256:0123456789abcdef", ContainerID: "containerd://" + strconv.Itoa(i),
+						State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+					_, err = c.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < size.pods; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("creating the pods: %v", firstErr)
+	}
+}
+
+// scaleWrites counts the controller's writes by resource and verb.
+func scaleWrites(t *testing.T, cp *harness.ControlPlane) map[string]int {
+	t.Helper()
+	writes, err := cp.Writes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, w := range writes {
+		out[w.Resource+" "+w.Verb]++
+	}
+	return out
+}
+
+func scaleDiff(after, before map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func scaleNonLease(writes map[string]int) int {
+	n := 0
+	for k, v := range writes {
+		if !strings.HasPrefix(k, "leases ") {
+			n += v
+		}
+	}
+	return n
+}
+
+// procCPU is the CPU time (user and system) of process pid so far.
+func procCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: the fields after
+	// its closing parenthesis start with the state (field 3).
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
+}
+
+// procRSS is the resident memory of process pid, in bytes.
+func procRSS(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+}
