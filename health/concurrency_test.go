@@ -177,8 +177,12 @@ func TestConcurrentChecksAndMutationsStaySafe(t *testing.T) {
 		total += len(log.calls)
 	}
 	t.Logf("%d force deletes", total)
-	// About 45 on an idle machine; fewer when the checkers finish early.
-	require.Greater(t, total, 25, "the mutators must give the checkers dead pods to delete")
+	// How many dead pods the checkers meet depends on how the goroutines
+	// were scheduled: about 45 when nothing else runs, half that under
+	// load, when the mutators recreate dead pods before a check sees them.
+	// What this test proves is above; here only that the run gave the
+	// checkers something to delete.
+	require.Positive(t, total, "the mutators must give the checkers dead pods to delete")
 }
 
 // mutate changes one workload's pods the way a cluster does, never
