@@ -230,28 +230,34 @@ func metricValue(t *testing.T, text, family string, want map[string]string) floa
 // startBinder binds the unscheduled pods of namespaces to the node that
 // target names for each, as a scheduler would, until ctx ends.
 func startBinder(ctx context.Context, cp *harness.ControlPlane, target func(*corev1.Pod) string, namespaces ...string) {
-	go func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
+	go everyTick(ctx, 100*time.Millisecond, func() {
+		for _, namespace := range namespaces {
+			pods, err := cp.Client().CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				continue
 			}
-			for _, namespace := range namespaces {
-				pods, err := cp.Client().CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					continue
-				}
-				for _, p := range pods.Items {
-					if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
-						_ = cp.BindPod(ctx, namespace, p.Name, target(&p))
-					}
+			for _, p := range pods.Items {
+				if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+					_ = cp.BindPod(ctx, namespace, p.Name, target(&p))
 				}
 			}
 		}
-	}()
+	})
+}
+
+// everyTick calls f every interval, the first time after one interval,
+// until ctx ends.
+func everyTick(ctx context.Context, interval time.Duration, f func()) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		f()
+	}
 }
 
 // catalogOperator is an operator without podhealth, shaped as OLM's catalog
@@ -279,17 +285,10 @@ func startCatalogOperator(ctx context.Context, t *testing.T, c kubernetes.Interf
 }
 
 func (o *catalogOperator) run(ctx context.Context) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyTick(ctx, 100*time.Millisecond, func() {
 		pods, err := o.c.CoreV1().Pods(o.namespace).List(ctx, metav1.ListOptions{LabelSelector: "catalog=" + o.owner.Name})
 		if err != nil || len(pods.Items) > 0 {
-			continue
+			return
 		}
 		pod := harness.BoundPod(o.namespace, "", "", 2)
 		pod.GenerateName, pod.Name = o.owner.Name+"-", ""
@@ -301,7 +300,7 @@ func (o *catalogOperator) run(ctx context.Context) {
 			o.created = append(o.created, created.UID)
 			o.mu.Unlock()
 		}
-	}
+	})
 }
 
 // pods returns the UIDs of the pods it created, in order.

@@ -334,21 +334,14 @@ func (e *soakEnv) watchPods(ctx context.Context) {
 // NoSchedule taint, its kubelet reaches the API server, and it is not
 // fenced.
 func (e *soakEnv) bind(ctx context.Context) {
-	tick := time.NewTicker(harness.PollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyTick(ctx, harness.PollInterval, func() {
 		pods, err := e.c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			continue
+			return
 		}
 		nodes, err := e.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			continue
+			return
 		}
 		load := map[string]int{}
 		for _, n := range nodes.Items {
@@ -375,7 +368,7 @@ func (e *soakEnv) bind(ctx context.Context) {
 				load[best]++
 			}
 		}
-	}
+	})
 }
 
 func (e *soakEnv) nodeUp(n *corev1.Node) bool {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -327,4 +330,49 @@ func (g nodeGetter) GetNode(_ context.Context, name string) (*corev1.Node, error
 		}
 	}
 	return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
+}
+
+// eventLog is an events.EventRecorder that keeps what each event regards
+// and relates.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, reason+" regarding "+describeObject(regarding)+" related "+describeObject(related))
+}
+
+func describeObject(obj runtime.Object) string {
+	switch o := obj.(type) {
+	case nil:
+		return "nothing"
+	case *corev1.ObjectReference:
+		return o.Kind + " " + o.Namespace + "/" + o.Name
+	case *corev1.Pod:
+		return "Pod " + o.Namespace + "/" + o.Name
+	}
+	return "an object of another type"
+}
+
+func TestEventsRegardTheOwnerAndRelateThePodOrRegardABarePod(t *testing.T) {
+	owned := evicted("shop", "web-1", "lost", "ReplicaSet", "web-7d9f")
+	bare := evicted("shop", "debug", "lost", "", "")
+	m := newFakeManager(t, namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable), owned, bare)
+	events := &eventLog{}
+	r, err := New(m, Options{Recorder: events})
+	require.NoError(t, err)
+	reconcileAll(t, r, owned, bare)
+	require.Len(t, events.events, 2)
+	for _, want := range []string{"regarding ReplicaSet shop/web-7d9f related Pod shop/web-1", "regarding Pod shop/debug related nothing"} {
+		found := false
+		for _, e := range events.events {
+			if strings.HasSuffix(e, want) {
+				found = true
+			}
+		}
+		require.True(t, found, "no event %q in %v", want, events.events)
+	}
 }
