@@ -65,17 +65,23 @@ type Checker struct {
 	// and Options.UnreachableFor (see unreachable.go).
 	replaceUnreachable bool
 	unreachableFor     time.Duration
-	// deadBufs holds the slices of checks that met more pods to judge than
-	// fit on the stack, for later checks to reuse.
-	deadBufs sync.Pool // of *[]deadPod
-	// evidences holds the evidence of finished checks, emptied, for later
-	// checks to reuse with its tables.
-	evidences sync.Pool // of *evidence
 	// nodesUnavailable is true from a check that found node evidence
 	// unavailable (ErrNodesUnavailable) to one that read a node again, so
 	// that each change is logged once.
 	nodesUnavailable atomic.Bool
 }
+
+// deadBufs holds the slices of checks that met more pods to judge than fit
+// on the stack, for later checks to reuse. It and evidences are shared by
+// every Checker: a pool that a Checker held would keep the Checker, and the
+// pods its source returned, reachable until the second garbage collection
+// after its last check, which costs a program that makes a Checker per
+// reconcile a heap of pod lists.
+var deadBufs sync.Pool // of *[]deadPod
+
+// evidences holds the evidence of finished checks, emptied, for later checks
+// to reuse with its tables.
+var evidences sync.Pool // of *evidence
 
 // errNotNew is what a Checker that New did not make answers.
 var errNotNew = errors.New("podhealth: the Checker was not made by New")
@@ -252,7 +258,7 @@ func (k *check) classifyAll(pods []*corev1.Pod, dead []deadPod) (alive int, _ []
 func (k *check) grow(s []deadPod, seen, total int) []deadPod {
 	want := max(2*cap(s), 3*len(s)*total/max(seen, 1), 16)
 	if k.deadBuf == nil {
-		k.deadBuf, _ = k.deadBufs.Get().(*[]deadPod)
+		k.deadBuf, _ = deadBufs.Get().(*[]deadPod)
 		if k.deadBuf == nil {
 			k.deadBuf = new([]deadPod)
 		}
@@ -273,7 +279,7 @@ func (k *check) release(dead []deadPod) {
 	}
 	clear(dead) // the verdicts' strings
 	*k.deadBuf = (*k.deadBuf)[:0]
-	k.deadBufs.Put(k.deadBuf)
+	deadBufs.Put(k.deadBuf)
 	k.deadBuf = nil
 }
 

@@ -243,11 +243,12 @@ func addSaturating(a, b time.Duration) time.Duration {
 }
 
 // getEvidence returns the check's evidence, made on first use. A check
-// takes it from the Checker's pool, with the tables of an earlier check,
+// takes it from the pool that every Checker shares, with the tables of an
+// earlier check,
 // emptied, so that looking up the same nodes again allocates nothing.
 func (k *check) getEvidence() *evidence {
 	if k.evidence == nil {
-		e, _ := k.evidences.Get().(*evidence)
+		e, _ := evidences.Get().(*evidence)
 		if e == nil {
 			e = new(evidence)
 		}
@@ -260,7 +261,7 @@ func (k *check) getEvidence() *evidence {
 	return k.evidence
 }
 
-// releaseEvidence gives the check's evidence back to the Checker's pool,
+// releaseEvidence gives the check's evidence back to the shared pool,
 // emptied, once no rule of the check can read it any more.
 func (k *check) releaseEvidence() {
 	e := k.evidence
@@ -274,7 +275,7 @@ func (k *check) releaseEvidence() {
 	e.table.reset()
 	seen, reasons, table := e.seen, e.reasons, e.table
 	*e = evidence{seen: seen, reasons: reasons, table: table}
-	k.evidences.Put(e)
+	evidences.Put(e)
 }
 
 // firstSightings returns the first-seen records that this check writes and
