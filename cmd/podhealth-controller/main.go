@@ -18,6 +18,7 @@ import (
 	"os"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,6 +46,7 @@ type Config struct {
 	LeaderElectionNS  string
 	MetricsAddr       string
 	ProbeAddr         string
+	PprofAddr         string
 	MaxConcurrentWork int
 }
 
@@ -60,6 +62,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&c.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease; empty means the controller's own namespace (in a cluster)")
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof/ endpoints, to see where the controller's memory and CPU go; 0 disables them")
 	fs.IntVar(&c.MaxConcurrentWork, "workers", 4, "owner groups judged at once")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -118,12 +121,15 @@ func run(cfg Config) error {
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress:        cfg.ProbeAddr,
+		PprofBindAddress:              cfg.PprofAddr,
 		Cache: cache.Options{
 			// Pods and nodes are cached cluster-wide: keep only what the
 			// rules read.
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:  {Transform: controller.Transform},
 				&corev1.Node{}: {Transform: controller.Transform},
+				// The Breaker's node heartbeats: the node Leases only.
+				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{corev1.NamespaceNodeLease: {}}, Transform: controller.Transform},
 			},
 		},
 	})

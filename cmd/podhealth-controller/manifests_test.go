@@ -32,6 +32,10 @@ func TestRolesInConfigAreWhatTheCodeSends(t *testing.T) {
 	var leader rbacv1.Role
 	readManifest(t, "leader_election_role.yaml", &leader)
 	require.Empty(t, cmp.Diff(controller.LeaderElectionRules(), leader.Rules))
+	var leases rbacv1.Role
+	readManifest(t, "node_lease_role.yaml", &leases)
+	require.Empty(t, cmp.Diff(controller.NodeLeaseRules(), leases.Rules))
+	require.Equal(t, "kube-node-lease", leases.Namespace, "the node Leases only")
 }
 
 func TestKustomizationListsEveryManifest(t *testing.T) {
@@ -78,7 +82,7 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Config{
 		Namespaces: controller.EnabledLabel + "=true", MaxDeletes: 20, DeleteWindow: time.Minute,
-		BreakerShare: 0.3, BreakerMin: 3, LeaderElect: true, MetricsAddr: ":8080", ProbeAddr: ":8081", MaxConcurrentWork: 4,
+		BreakerShare: 0.3, BreakerMin: 3, LeaderElect: true, MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4,
 	}, cfg)
 	for _, args := range [][]string{
 		{"--max-force-deletes=-1"},

@@ -17,7 +17,10 @@
 // groups with a pod on that node, and only when what the node says
 // changed (health.NodeStateOf, or its out-of-service taint) or it was
 // deleted. A namespace that gets the label enqueues its groups. A healthy
-// cluster therefore costs no reconcile and no API request.
+// cluster therefore costs no reconcile and no API request. The cache
+// indexes pods by group and by node (SetupWithManager), so that a
+// reconcile reads its group's pods, and a node event the pods on that
+// node, without copying a namespace's or the cluster's.
 //
 // [Transform] strips from the cached pods and nodes what no rule reads, so
 // that a cluster-wide cache stays small.

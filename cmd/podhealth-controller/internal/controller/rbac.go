@@ -29,3 +29,12 @@ func LeaderElectionRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}
 }
+
+// NodeLeaseRules are the rules of the Role, in kube-node-lease, that the
+// Breaker's view of the nodes needs: it caches the node Leases, to count a
+// node that stopped renewing its Lease as not Ready.
+func NodeLeaseRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}},
+	}
+}

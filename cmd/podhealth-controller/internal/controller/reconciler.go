@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -42,7 +43,9 @@ type Options struct {
 	// Budget, when not nil, limits the force deletes of every group
 	// together.
 	Budget *health.DeleteBudget
-	// Breaker's thresholds; its Nodes are the cache's.
+	// Breaker's thresholds; its Nodes are the cache's, a node whose Lease
+	// in kube-node-lease has not been renewed within its duration counted
+	// as not Ready (see StaleLeaseReason).
 	Breaker health.Breaker
 	// Observer, when not nil, sees every pod report (for example the
 	// metrics module's Observer).
@@ -53,6 +56,9 @@ type Options struct {
 	Recorder events.EventRecorder
 	// Memory is shared by every group's checker. Nil means a new one.
 	Memory *health.Memory
+	// Clock measures how old the node Leases are for the Breaker. Nil
+	// means the real clock.
+	Clock clock.PassiveClock
 }
 
 // Manager is what a Reconciler uses of a controller-runtime manager:
@@ -69,6 +75,7 @@ type Reconciler struct {
 	namespaces labels.Selector
 	opts       Options
 	nodes      *podhealthcr.Nodes
+	breaker    heartbeatNodes // the Breaker's view of nodes
 	liveNodes  *podhealthcr.Nodes
 	claims     *podhealthcr.Claims
 	memory     *health.Memory
@@ -104,7 +111,12 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 	if memory == nil {
 		memory = health.NewMemory(health.MemoryOptions{})
 	}
-	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory}
+	now := opts.Clock
+	if now == nil {
+		now = clock.RealClock{}
+	}
+	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory,
+		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}}
 	// Build one checker now, so that bad options fail at start.
 	if _, err := r.checker(logr.Discard(), nil, nil, "default", nil); err != nil {
 		return nil, err
@@ -130,8 +142,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	var list corev1.PodList
-	if err := r.cache.List(ctx, &list, client.InNamespace(req.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing the cached pods of namespace %s: %w", req.Namespace, err)
+	if err := r.cache.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingFields{groupField: req.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the cached pods of group %s: %w", req, err)
 	}
 	var pods []*corev1.Pod
 	var owner *metav1.OwnerReference
@@ -175,7 +187,7 @@ func (r *Reconciler) enabled(ctx context.Context, namespace string) (bool, error
 func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter health.Deleter, namespace string, owner *metav1.OwnerReference) (*health.Checker, error) {
 	source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return pods, nil })
 	breaker := r.opts.Breaker
-	breaker.Nodes = r.nodes
+	breaker.Nodes = r.breaker
 	var observers observers
 	if r.opts.Observer != nil {
 		observers = append(observers, r.opts.Observer)

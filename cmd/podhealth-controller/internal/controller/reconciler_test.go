@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,10 +31,13 @@ import (
 )
 
 // fakeManager is a fake API server (fakeapi) as both the cache and the
-// live reader, counting the DELETEs it is sent.
+// live reader, counting the DELETEs it is sent and answering the field
+// selectors of the cache's pod indexes as the cache does.
 type fakeManager struct {
 	client  client.Client
 	deletes *[]string
+	// lists are the field selectors of the lists sent, "" for none.
+	lists *[]string
 }
 
 func (m fakeManager) GetClient() client.Client    { return m.client }
@@ -47,14 +53,59 @@ func newFakeManager(t *testing.T, objs ...client.Object) fakeManager {
 	}
 	store, err := fakeapi.NewClient(objs...)
 	require.NoError(t, err)
-	var deletes []string
+	var mu sync.Mutex
+	var deletes, lists []string
 	c := interceptor.NewClient(store, interceptor.Funcs{
 		Delete: func(ctx context.Context, s client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			mu.Lock()
 			deletes = append(deletes, obj.GetNamespace()+"/"+obj.GetName())
+			mu.Unlock()
 			return s.Delete(ctx, obj, opts...)
 		},
+		List: func(ctx context.Context, s client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lo := (&client.ListOptions{}).ApplyOptions(opts)
+			fields := lo.FieldSelector
+			lo.FieldSelector = nil
+			mu.Lock()
+			if fields == nil {
+				lists = append(lists, "")
+			} else {
+				lists = append(lists, fields.String())
+			}
+			mu.Unlock()
+			if err := s.List(ctx, list, lo); err != nil || fields == nil {
+				return err
+			}
+			return filterByIndexes(list, fields)
+		},
 	})
-	return fakeManager{client: c, deletes: &deletes}
+	return fakeManager{client: c, deletes: &deletes, lists: &lists}
+}
+
+// filterByIndexes keeps the pods of list that the cache's indexes
+// (SetupWithManager) match with every requirement of fields.
+func filterByIndexes(list client.ObjectList, fields fields.Selector) error {
+	pods, ok := list.(*corev1.PodList)
+	if !ok {
+		return fmt.Errorf("fakeManager: no index for %T", list)
+	}
+	indexes := map[string]client.IndexerFunc{groupField: groupIndex, nodeField: nodeIndex}
+	kept := pods.Items[:0]
+	for i := range pods.Items {
+		match := true
+		for _, req := range fields.Requirements() {
+			index, ok := indexes[req.Field]
+			if !ok {
+				return fmt.Errorf("fakeManager: no index %q", req.Field)
+			}
+			match = match && slices.Contains(index(&pods.Items[i]), req.Value)
+		}
+		if match {
+			kept = append(kept, pods.Items[i])
+		}
+	}
+	pods.Items = kept
+	return nil
 }
 
 func namespace(name string, enabled bool) *corev1.Namespace {
@@ -254,6 +305,20 @@ func TestNodeEventEnqueuesTheGroupsOnThatNodeOnly(t *testing.T) {
 		names = append(names, req.String())
 	}
 	require.ElementsMatch(t, []string{"shop/ReplicaSet/a", "cafe/Pod/b-1"}, names)
+	require.Equal(t, []string{nodeField + "=n1"}, *m.lists, "the pods of node n1 come from the cache's node index, not a copy of every pod")
+}
+
+func TestAReconcileReadsItsGroupThroughTheGroupIndex(t *testing.T) {
+	m := newFakeManager(t, namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable),
+		evicted("shop", "web-1", "lost", "ReplicaSet", "web"), evicted("shop", "web-2", "lost", "ReplicaSet", "web"),
+		evicted("shop", "api-1", "lost", "ReplicaSet", "api"))
+	r, err := New(m, Options{})
+	require.NoError(t, err)
+	*m.lists = nil
+	_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web"}})
+	require.NoError(t, err)
+	require.Contains(t, *m.lists, groupField+"=ReplicaSet/web", "the group's pods come from the cache's group index")
+	require.ElementsMatch(t, []string{"shop/web-1", "shop/web-2"}, *m.deletes, "the group's dead pods, and no other group's")
 }
 
 // TestTransformKeepsEveryVerdict: the pods and nodes of a real cluster
@@ -279,6 +344,14 @@ func TestTransformKeepsEveryVerdict(t *testing.T) {
 	sts.Name, sts.UID = sts.Name+"-sts", sts.UID+"-sts"
 	sts.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "db", Controller: ptrTo(true)}}
 	pods = append(pods, sts)
+	// A dead pod that the policy holds back for the single-writer volume
+	// it mounts, next to the service-account volume that Transform drops.
+	iscsi := pods[2].DeepCopy()
+	iscsi.Name, iscsi.UID = iscsi.Name+"-iscsi", iscsi.UID+"-iscsi"
+	iscsi.Spec.Volumes = append(iscsi.Spec.Volumes,
+		corev1.Volume{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}},
+		corev1.Volume{Name: "lun", VolumeSource: corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{TargetPortal: "10.0.0.1:3260", IQN: "iqn.2026-01.example:db", Lun: 0}}})
+	pods = append(pods, iscsi)
 	require.NotEmpty(t, pods[2].ManagedFields, "the fixture is as a cluster holds it")
 
 	verdicts := func(strip bool) []string {
@@ -319,6 +392,37 @@ func TestTransformKeepsEveryVerdict(t *testing.T) {
 	full, stripped := verdicts(false), verdicts(true)
 	require.Empty(t, cmp.Diff(full, stripped))
 	require.Len(t, full, len(pods))
+	require.Contains(t, full, iscsi.Name+" Dead "+health.RuleTaintEvicted+" HeldBack "+health.HeldForFencing.String(), "the single-writer volume holds the pod back")
+}
+
+func TestTransformKeepsEveryVolumeThePolicyMayCount(t *testing.T) {
+	volume := func(name string, src corev1.VolumeSource) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: src}
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}},
+		Volumes: []corev1.Volume{
+			volume("kube-api-access", corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}),
+			volume("config", corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}),
+			volume("tls", corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{}}),
+			volume("scratch", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}),
+			volume("info", corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{}}),
+			volume("data", corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-db-0"}}),
+			volume("cache", corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}),
+			volume("lun", corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{}}),
+			volume("share", corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{}}),
+			volume("two-kinds", corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{}, RBD: &corev1.RBDVolumeSource{}}),
+		},
+	}}
+	o, err := Transform(pod)
+	require.NoError(t, err)
+	var kept []string
+	for _, v := range o.(*corev1.Pod).Spec.Volumes {
+		kept = append(kept, v.Name)
+	}
+	require.Equal(t, []string{"data", "cache", "lun", "share", "two-kinds"}, kept)
+	require.Empty(t, o.(*corev1.Pod).Spec.Containers)
+	require.Len(t, pod.Spec.Volumes, 10, "the decoded pod is read, not changed")
 }
 
 type nodeGetter []*corev1.Node

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,11 +21,48 @@ import (
 	"github.com/podhealth/podhealth/health"
 )
 
-// SetupWithManager registers the controller, judging up to workers groups
-// at once: pod events enqueue their group (podMayBeDead), node events the
-// groups on that node (nodeChanged), and a namespace that opts in all of
-// its groups.
+// The cache's pod indexes: a reconcile reads its group's pods, and a node
+// event the pods on that node, without copying every pod of a namespace
+// or of the cluster.
+const (
+	groupField = "podhealth.io/group" // GroupOf(pod).Name
+	nodeField  = "spec.nodeName"
+)
+
+// groupIndex and nodeIndex are the indexes' client.IndexerFunc.
+func groupIndex(obj client.Object) []string {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	return []string{GroupOf(pod).Name}
+}
+
+func nodeIndex(obj client.Object) []string {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return nil
+	}
+	return []string{pod.Spec.NodeName}
+}
+
+// SetupWithManager registers the cache's pod indexes and the controller,
+// judging up to workers groups at once: pod events enqueue their group
+// (podMayBeDead), node events the groups on that node (nodeChanged), and a
+// namespace that opts in all of its groups.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(context.Background(), &corev1.Pod{}, groupField, groupIndex); err != nil {
+		return fmt.Errorf("indexing the cached pods by group: %w", err)
+	}
+	if err := indexer.IndexField(context.Background(), &corev1.Pod{}, nodeField, nodeIndex); err != nil {
+		return fmt.Errorf("indexing the cached pods by node: %w", err)
+	}
+	// The Breaker reads the node Leases: start their informer now, so
+	// that /readyz waits for it and the first check need not.
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &coordinationv1.Lease{}); err != nil {
+		return fmt.Errorf("caching the node Leases: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("podhealth").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
@@ -93,7 +132,7 @@ func (r *Reconciler) namespaceOptedIn() predicate.Funcs {
 
 // groupsOnNode returns the groups with a cached pod bound to node.
 func (r *Reconciler) groupsOnNode(ctx context.Context, node client.Object) []reconcile.Request {
-	return r.groups(ctx, func(pod *corev1.Pod) bool { return pod.Spec.NodeName == node.GetName() }, "node", node.GetName())
+	return r.groups(ctx, func(pod *corev1.Pod) bool { return pod.Spec.NodeName == node.GetName() }, "node", node.GetName(), client.MatchingFields{nodeField: node.GetName()})
 }
 
 // groupsInNamespace returns the groups of the namespace's cached pods.

@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -14,16 +15,20 @@ import (
 //
 // A pod keeps its name, namespace, UID, resourceVersion, owners,
 // finalizers, deletion fields and podhealth.io annotations; its node name,
-// volumes and termination grace period; its phase and conditions. Its
-// containers are cut to their names (a pod must have one), and managed
-// fields, labels, other annotations and container statuses go. A node keeps
-// its name, UID, labels (the Breaker reads the zone), taints and conditions.
+// termination grace period and the volumes that the fencing policy may
+// count (see keepVolume); its phase and conditions (all of them: a pod with
+// two of one type is malformed, and is not force-deleted). Its containers,
+// managed fields, labels, other annotations and container statuses go. A
+// node keeps its name, UID, labels (the Breaker reads the zone), taints and
+// conditions; a node Lease its name, renew time and duration.
 func Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		return stripPod(o), nil
 	case *corev1.Node:
 		return stripNode(o), nil
+	case *coordinationv1.Lease:
+		return stripLease(o), nil
 	}
 	return obj, nil
 }
@@ -38,9 +43,11 @@ func stripPod(pod *corev1.Pod) *corev1.Pod {
 			annotations[k] = v
 		}
 	}
-	containers := make([]corev1.Container, len(pod.Spec.Containers))
-	for i, c := range pod.Spec.Containers {
-		containers[i] = corev1.Container{Name: c.Name}
+	var volumes []corev1.Volume
+	for i := range pod.Spec.Volumes {
+		if keepVolume(&pod.Spec.Volumes[i].VolumeSource) {
+			volumes = append(volumes, pod.Spec.Volumes[i])
+		}
 	}
 	return &corev1.Pod{
 		TypeMeta: pod.TypeMeta,
@@ -58,12 +65,24 @@ func stripPod(pod *corev1.Pod) *corev1.Pod {
 		},
 		Spec: corev1.PodSpec{
 			NodeName:                      pod.Spec.NodeName,
-			Volumes:                       pod.Spec.Volumes,
+			Volumes:                       volumes,
 			TerminationGracePeriodSeconds: pod.Spec.TerminationGracePeriodSeconds,
-			Containers:                    containers,
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions},
 	}
+}
+
+// keepVolume is false for a volume that only the node it runs on writes,
+// or that the API server fills (configMap, secret, projected, emptyDir,
+// downwardAPI), which almost every pod has (the service-account token) and
+// which never needs fencing; any other volume is kept whole, so that the
+// policy sees every claim and single-writer volume, even one of a kind it
+// learns later. A volume source with two kinds set, which the API server
+// refuses, is kept.
+func keepVolume(src *corev1.VolumeSource) bool {
+	rest := *src
+	rest.ConfigMap, rest.Secret, rest.Projected, rest.EmptyDir, rest.DownwardAPI = nil, nil, nil, nil, nil
+	return rest != corev1.VolumeSource{}
 }
 
 func stripNode(node *corev1.Node) *corev1.Node {
@@ -79,5 +98,18 @@ func stripNode(node *corev1.Node) *corev1.Node {
 		},
 		Spec:   corev1.NodeSpec{Taints: node.Spec.Taints},
 		Status: corev1.NodeStatus{Conditions: node.Status.Conditions},
+	}
+}
+
+func stripLease(lease *coordinationv1.Lease) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		TypeMeta: lease.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            lease.Name,
+			Namespace:       lease.Namespace,
+			UID:             lease.UID,
+			ResourceVersion: lease.ResourceVersion,
+		},
+		Spec: coordinationv1.LeaseSpec{RenewTime: lease.Spec.RenewTime, LeaseDurationSeconds: lease.Spec.LeaseDurationSeconds},
 	}
 }
