@@ -148,6 +148,7 @@ func controllerKubeconfig(ctx context.Context, t *testing.T, cp *harness.Control
 type controllerReplica struct {
 	op                   *harness.Operator
 	metricsURL, probeURL string
+	pprofURL             string // Go's /debug/pprof/
 }
 
 // startControllerReplica runs podhealth-controller as the service account,
@@ -155,7 +156,7 @@ type controllerReplica struct {
 // probes on 127.0.0.1.
 func startControllerReplica(t *testing.T, cp *harness.ControlPlane, name, kubeconfig string, extra ...string) controllerReplica {
 	t.Helper()
-	ports := make([]int, 2)
+	ports := make([]int, 3)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -170,9 +171,11 @@ func startControllerReplica(t *testing.T, cp *harness.ControlPlane, name, kubeco
 		"--leader-election-namespace=" + controllerNamespace,
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--pprof-bind-address=127.0.0.1:" + strconv.Itoa(ports[2]),
 	}, extra...)
 	op := cp.StartController(t, bins, name, args...)
-	return controllerReplica{op: op, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), probeURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1])}
+	return controllerReplica{op: op, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), probeURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		pprofURL: fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", ports[2])}
 }
 
 // get reads url; ok is false when nothing answers with 200.

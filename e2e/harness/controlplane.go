@@ -70,6 +70,12 @@ type Options struct {
 	// longer --node-monitor-grace-period in ExtraControllerManagerArgs
 	// (the last one given wins).
 	HeartbeatInterval time.Duration
+	// NodeLeaseDuration is the duration each node's Lease names: a
+	// kubelet's is 40 s, the default --node-monitor-grace-period, so that
+	// its Lease expires when the node-lifecycle controller calls it
+	// unreachable. Zero means NodeMonitorGracePeriod; give the grace
+	// period of ExtraControllerManagerArgs when it differs.
+	NodeLeaseDuration time.Duration
 }
 
 // ControlPlane is a running etcd, kube-apiserver and kube-controller-manager.
@@ -81,10 +87,14 @@ type ControlPlane struct {
 
 	etcd, apiServer, controllerManager *process
 
-	apiURL     string
-	auditLog   string // empty without Options.AuditPodDeletes
-	config     *rest.Config
-	client     kubernetes.Interface
+	apiURL   string
+	auditLog string // empty without Options.AuditPodDeletes
+	config   *rest.Config
+	client   kubernetes.Interface
+	// heartbeats is the nodes' client: each kubelet of a real cluster has
+	// a rate limit of its own, so the harness's nodes share none, and a
+	// thousand of them are not throttled by client's.
+	heartbeats kubernetes.Interface
 	kubeconfig string
 }
 
@@ -103,6 +113,9 @@ func Start(t testing.TB, bins Binaries, opts Options) *ControlPlane {
 	}
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = HeartbeatInterval
+	}
+	if opts.NodeLeaseDuration <= 0 {
+		opts.NodeLeaseDuration = NodeMonitorGracePeriod
 	}
 	cp := &ControlPlane{t: t, opts: opts, dir: t.TempDir()}
 	t.Cleanup(cp.shutdown)
@@ -146,6 +159,11 @@ func (cp *ControlPlane) start(ctx context.Context, bins Binaries) error {
 		Timeout:         30 * time.Second,
 	}
 	if cp.client, err = kubernetes.NewForConfig(rest.CopyConfig(cp.config)); err != nil {
+		return err
+	}
+	unlimited := rest.CopyConfig(cp.config)
+	unlimited.QPS = -1 // no client-side rate limit
+	if cp.heartbeats, err = kubernetes.NewForConfig(unlimited); err != nil {
 		return err
 	}
 	cp.kubeconfig = filepath.Join(cp.dir, "kubeconfig")

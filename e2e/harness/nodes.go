@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -65,7 +66,7 @@ func (cp *ControlPlane) AddNode(ctx context.Context, name string) *Node {
 		},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(name),
-			LeaseDurationSeconds: ptr.To[int32](40),
+			LeaseDurationSeconds: ptr.To(int32(math.Ceil(cp.opts.NodeLeaseDuration.Seconds()))),
 			RenewTime:            ptr.To(metav1.NewMicroTime(now)),
 		},
 	}
@@ -189,7 +190,7 @@ func (n *Node) patchStatus(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	_, err = n.cp.client.CoreV1().Nodes().Patch(ctx, n.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = n.cp.heartbeats.CoreV1().Nodes().Patch(ctx, n.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return fmt.Errorf("heartbeat of node %s: %w", n.name, err)
 	}
@@ -203,7 +204,7 @@ func (n *Node) renewLease(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	_, err = n.cp.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, n.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = n.cp.heartbeats.CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, n.name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("renewing lease of node %s: %w", n.name, err)
 	}
