@@ -609,7 +609,8 @@ func (e *soakEnv) describeLive() []string {
 // inject runs the schedule: each fault begins at its offset from now, and
 // its end, fencing and recovery follow at theirs. Node faults and restarts
 // run in the test's goroutine in time order; an API server restart, which
-// takes seconds, runs beside them.
+// takes seconds, runs beside them (after the one before it, if they
+// overlap: RestartAPIServer runs one at a time).
 func (e *soakEnv) inject(ctx context.Context, faults []soakFault) {
 	type action struct {
 		at    time.Duration

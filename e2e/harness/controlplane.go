@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,6 +87,7 @@ type ControlPlane struct {
 	dir  string
 
 	etcd, apiServer, controllerManager *process
+	restartMu                          sync.Mutex // one RestartAPIServer at a time
 
 	apiURL   string
 	auditLog string // empty without Options.AuditPodDeletes
@@ -334,8 +336,11 @@ func (cp *ControlPlane) StopAPIServer() {
 
 // RestartAPIServer starts kube-apiserver again on the same port with the same
 // flags and state, and waits for /readyz. If it is running it is stopped
-// first. The API server's metrics start from zero again.
+// first. The API server's metrics start from zero again. Restarts asked for
+// at once run one after the other.
 func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	cp.restartMu.Lock()
+	defer cp.restartMu.Unlock()
 	cp.StopAPIServer()
 	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 	defer cancel()

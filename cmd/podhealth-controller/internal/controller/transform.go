@@ -77,8 +77,8 @@ func stripPod(pod *corev1.Pod) *corev1.Pod {
 // downwardAPI), which almost every pod has (the service-account token) and
 // which never needs fencing; any other volume is kept whole, so that the
 // policy sees every claim and single-writer volume, even one of a kind it
-// learns later. A volume source with two kinds set, which the API server
-// refuses, is kept.
+// learns later. A volume source that also sets any other kind (the API
+// server refuses two) is kept.
 func keepVolume(src *corev1.VolumeSource) bool {
 	rest := *src
 	rest.ConfigMap, rest.Secret, rest.Projected, rest.EmptyDir, rest.DownwardAPI = nil, nil, nil, nil, nil
