@@ -31,15 +31,15 @@ type scaleSize struct {
 	nodes, pods, namespaces int
 	// heartbeat and grace are the nodes' heartbeat interval and the
 	// node-lifecycle controller's grace period: a thousand nodes renewing
-	// each second would cost this machine more than the controller does.
+	// each second would cost the control plane more than the controller does.
 	heartbeat, grace time.Duration
 }
 
 var (
 	scaleReduced = scaleSize{name: "reduced (CI)", nodes: 40, pods: 1200, namespaces: 12, heartbeat: time.Second, grace: harness.NodeMonitorGracePeriod}
 	// Each heartbeat is two requests: a thousand nodes renew every 25 s (80
-	// a second, which leaves this machine's API server room for the test),
-	// and a node is unreachable after 75 s without one.
+	// a second, which leaves the API server room for the test), and a node
+	// is unreachable after 75 s without one.
 	scaleFull = scaleSize{name: "full", nodes: 1000, pods: 30000, namespaces: 300, heartbeat: 25 * time.Second, grace: 75 * time.Second}
 )
 
