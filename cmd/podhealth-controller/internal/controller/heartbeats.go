@@ -48,6 +48,10 @@ type heartbeatNodes struct {
 	nodes  health.NodeLister // returns new objects, which it may change
 	leases client.Reader
 	clock  clock.PassiveClock
+	// synced, when not nil, reports whether the Lease cache has synced: a
+	// cache read before then would wait for it (for ever, without RBAC on
+	// the Leases), so ListNodes fails at once instead.
+	synced func() bool
 }
 
 // ListNodes returns the nodes of nodes, with the ones whose Lease is stale
@@ -56,6 +60,9 @@ func (h heartbeatNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 	nodes, err := h.nodes.ListNodes(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if h.synced != nil && !h.synced() {
+		return nil, fmt.Errorf("the node Leases of %s: %w: their cache has not synced (is RBAC for them missing?)", corev1.NamespaceNodeLease, health.ErrNodesUnavailable)
 	}
 	var leases coordinationv1.LeaseList
 	if err := h.leases.List(ctx, &leases, client.InNamespace(corev1.NamespaceNodeLease), client.UnsafeDisableDeepCopy); err != nil {

@@ -70,6 +70,7 @@ func TestBreakerCountsANodeWhoseLeaseIsStaleAsNotReady(t *testing.T) {
 		name      string
 		leases    []client.Object
 		listErr   error
+		unsynced  bool
 		clockSkew time.Duration
 		want      string // the dead pod's hold reason
 		deleted   bool
@@ -79,6 +80,7 @@ func TestBreakerCountsANodeWhoseLeaseIsStaleAsNotReady(t *testing.T) {
 		{name: "not yet past their Leases' duration", leases: leases(threeStopped, 60), want: "NotHeld", deleted: true},
 		{name: "no Leases: the conditions alone count", want: "NotHeld", deleted: true},
 		{name: "Leases cannot be read: fail closed", leases: leases(fresh, 40), listErr: listFails, want: "HeldByBreaker"},
+		{name: "the Lease cache has not synced: fail closed", leases: leases(fresh, 40), unsynced: true, want: "HeldByBreaker"},
 		{name: "controller clock an hour ahead: every Lease stale", leases: leases(fresh, 40), clockSkew: time.Hour, want: "HeldByBreaker"},
 		{name: "controller clock an hour behind: the conditions alone count", leases: leases(threeStopped, 40), clockSkew: -time.Hour, want: "NotHeld", deleted: true},
 	} {
@@ -101,6 +103,9 @@ func TestBreakerCountsANodeWhoseLeaseIsStaleAsNotReady(t *testing.T) {
 			seen := &holds{}
 			r, err := New(m, Options{Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}, Observer: seen, Clock: clocktesting.NewFakePassiveClock(now.Add(tc.clockSkew))})
 			require.NoError(t, err)
+			if tc.unsynced {
+				r.breaker.synced = func() bool { return false }
+			}
 			_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web"}})
 			require.NoError(t, err)
 			require.Equal(t, []string{tc.want}, seen.reasons)

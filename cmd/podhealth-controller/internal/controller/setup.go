@@ -60,9 +60,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}
 	// The Breaker reads the node Leases: start their informer now, so
 	// that /readyz waits for it and the first check need not.
-	if _, err := mgr.GetCache().GetInformer(context.Background(), &coordinationv1.Lease{}); err != nil {
+	leases, err := mgr.GetCache().GetInformer(context.Background(), &coordinationv1.Lease{})
+	if err != nil {
 		return fmt.Errorf("caching the node Leases: %w", err)
 	}
+	r.breaker.synced = leases.HasSynced
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("podhealth").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
