@@ -43,7 +43,8 @@ var _ health.NodeLister = heartbeatNodes{}
 // health.ErrNodesUnavailable, which trips the Breaker. The staleness is
 // measured on the controller's clock against the kubelets': a controller
 // clock far ahead makes every Lease stale and trips the Breaker; one far
-// behind makes none stale, and the conditions alone count.
+// behind makes none stale, and the conditions alone count. It is safe for
+// concurrent use: it changes nothing but the nodes it has just listed.
 type heartbeatNodes struct {
 	nodes  health.NodeLister // returns new objects, which it may change
 	leases client.Reader
