@@ -91,6 +91,12 @@ type soakEnv struct {
 	log *harness.ContainerLog
 	cfg soakConfig
 
+	// api is held for writing while the API server restarts, and for
+	// reading by the admin's writes (fencing, a replacement node, removing
+	// the out-of-service taint), which wait for the API server to answer
+	// again, as an admin would, instead of failing.
+	api sync.RWMutex
+
 	mu        sync.Mutex
 	kubelets  map[string]*harness.Kubelet
 	fenced    map[string]bool // fenced or deleted: nothing is bound there
@@ -685,7 +691,10 @@ func (e *soakEnv) begin(ctx context.Context, i int, f soakFault) {
 	case faultPartition, faultKubeletStop:
 		e.kubelet(f.Node).Partition(why)
 	case faultAPIServerRestart:
-		if err := e.cp.RestartAPIServer(ctx); err != nil {
+		e.api.Lock()
+		err := e.cp.RestartAPIServer(ctx)
+		e.api.Unlock()
+		if err != nil {
 			e.t.Errorf("restarting the API server: %v", err)
 		}
 		e.ended(i, time.Now())
@@ -711,12 +720,14 @@ func (e *soakEnv) fence(ctx context.Context, i int, f soakFault) {
 	e.fenced[f.Node] = true
 	e.mu.Unlock()
 	var err error
+	e.api.RLock()
 	switch f.Fence {
 	case fenceTaint:
 		err = e.cp.AddNodeTaint(ctx, f.Node, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
 	case fenceDeletion:
 		err = e.kubelet(f.Node).Node().Delete(ctx)
 	}
+	e.api.RUnlock()
 	now := time.Now()
 	if err != nil {
 		e.t.Errorf("fencing %s: %v", f.Node, err)
@@ -732,7 +743,9 @@ func (e *soakEnv) fence(ctx context.Context, i int, f soakFault) {
 // taint.
 func (e *soakEnv) endNodeFault(ctx context.Context, i int, f soakFault) {
 	if f.Fence == fenceDeletion && f.FenceAfter < f.For {
+		e.api.RLock()
 		e.addNode(ctx, f.Replacement)
+		e.api.RUnlock()
 		return
 	}
 	e.kubelet(f.Node).Connect(fmt.Sprintf("%s ended", f.Kind))
@@ -749,7 +762,10 @@ func (e *soakEnv) endNodeFault(ctx context.Context, i int, f soakFault) {
 		e.t.Errorf("node %s did not come back: %v", f.Node, err)
 		return
 	}
-	if err := e.removeOutOfService(ctx, f.Node); err != nil {
+	e.api.RLock()
+	err := e.removeOutOfService(ctx, f.Node)
+	e.api.RUnlock()
+	if err != nil {
 		e.t.Errorf("removing the out-of-service taint of %s: %v", f.Node, err)
 		return
 	}
