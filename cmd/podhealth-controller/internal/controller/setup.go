@@ -134,15 +134,16 @@ func (r *Reconciler) namespaceOptedIn() predicate.Funcs {
 
 // groupsOnNode returns the groups with a cached pod bound to node.
 func (r *Reconciler) groupsOnNode(ctx context.Context, node client.Object) []reconcile.Request {
-	return r.groups(ctx, func(pod *corev1.Pod) bool { return pod.Spec.NodeName == node.GetName() }, "node", node.GetName(), client.MatchingFields{nodeField: node.GetName()})
+	return r.groups(ctx, "node", node.GetName(), client.MatchingFields{nodeField: node.GetName()})
 }
 
 // groupsInNamespace returns the groups of the namespace's cached pods.
 func (r *Reconciler) groupsInNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	return r.groups(ctx, func(pod *corev1.Pod) bool { return pod.Namespace == ns.GetName() }, "namespace", ns.GetName(), client.InNamespace(ns.GetName()))
+	return r.groups(ctx, "namespace", ns.GetName(), client.InNamespace(ns.GetName()))
 }
 
-func (r *Reconciler) groups(ctx context.Context, keep func(*corev1.Pod) bool, what, name string, opts ...client.ListOption) []reconcile.Request {
+// groups returns the groups of the cached pods that opts select.
+func (r *Reconciler) groups(ctx context.Context, what, name string, opts ...client.ListOption) []reconcile.Request {
 	var pods corev1.PodList
 	if err := r.cache.List(ctx, &pods, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		log.FromContext(ctx).Error(err, "listing cached pods to find the groups of a changed "+what, what, name)
@@ -151,11 +152,7 @@ func (r *Reconciler) groups(ctx context.Context, keep func(*corev1.Pod) bool, wh
 	seen := map[types.NamespacedName]bool{}
 	var out []reconcile.Request
 	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if !keep(pod) {
-			continue
-		}
-		if key := GroupOf(pod); !seen[key] {
+		if key := GroupOf(&pods.Items[i]); !seen[key] {
 			seen[key] = true
 			out = append(out, reconcile.Request{NamespacedName: key})
 		}
