@@ -25,7 +25,9 @@ import (
 // seven values and String; Hold, Reason, Detail and String: 13), and the
 // evidence that could not be read (ErrNodesUnavailable,
 // Report.NodeEvidence: 2), so that no caller parses English.
-const maxExported = 139
+// MultiObserver raised it to 140: every adopter that sent reports to
+// metrics and events at once wrote the same fan-out by hand.
+const maxExported = 140
 
 func TestPublicAPIStaysSmall(t *testing.T) {
 	names := exportedIdentifiers(t, ".")

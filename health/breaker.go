@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -17,9 +18,14 @@ type NodeLister interface {
 // Default thresholds of a Breaker, those of the node-lifecycle controller's
 // partial disruption of a zone.
 const (
-	defaultUnhealthyShare = 0.55
-	defaultMinUnhealthy   = 3
+	defaultUnhealthyMillionths = 550_000 // 0.55
+	defaultMinUnhealthy        = 3
 )
+
+// millionths is how finely the Breaker reads UnhealthyShare: the share is
+// compared in whole millionths, in integers, so that 0.55 trips at exactly
+// 55 of 100 nodes (as a float64, 0.55*100 is 55.00000000000001).
+const millionths = 1_000_000
 
 // Breaker stops force deletes when an unusual share of nodes is not Ready at
 // once, which points to a control-plane or network problem rather than to
@@ -34,8 +40,12 @@ const (
 // Nodes) never trips.
 type Breaker struct {
 	Nodes NodeLister
-	// UnhealthyShare is the share of not-Ready nodes at which it trips.
-	// Zero means 0.55; New refuses a value outside 0 to 1.
+	// UnhealthyShare is the share of not-Ready nodes at which it trips:
+	// n not-Ready nodes of total trip it when n/total >= UnhealthyShare,
+	// compared exactly in integers after rounding the share to the nearest
+	// millionth (0.55 trips at 55 of 100 nodes, and not at 54). Zero means
+	// 0.55; New refuses a value outside 0 to 1, NaN, and a positive share
+	// below half a millionth, which would round to zero.
 	UnhealthyShare float64
 	// MinUnhealthy is the fewest not-Ready nodes that trip it, so that one
 	// failed node of a small cluster does not. Zero means 3; New refuses
@@ -132,11 +142,12 @@ func (b Breaker) read(ctx context.Context) *disruption {
 	return d
 }
 
-// thresholds returns MinUnhealthy and UnhealthyShare, or their defaults.
-func (b Breaker) thresholds() (least int, share float64) {
-	least, share = b.MinUnhealthy, b.UnhealthyShare
+// thresholds returns MinUnhealthy and UnhealthyShare in millionths, or
+// their defaults.
+func (b Breaker) thresholds() (least int, share int64) {
+	least, share = b.MinUnhealthy, shareInMillionths(b.UnhealthyShare)
 	if share <= 0 {
-		share = defaultUnhealthyShare
+		share = defaultUnhealthyMillionths
 	}
 	if least <= 0 {
 		least = defaultMinUnhealthy
@@ -144,10 +155,20 @@ func (b Breaker) thresholds() (least int, share float64) {
 	return least, share
 }
 
-// disruptedAt reports whether at least least nodes, and at least share of
-// them, are not Ready.
-func (h nodeHealth) disruptedAt(least int, share float64) bool {
-	return h.notReady >= least && float64(h.notReady) >= share*float64(h.total)
+// shareInMillionths is share rounded to the nearest millionth; 0 for a
+// share that is not positive (or NaN, which New refuses).
+func shareInMillionths(share float64) int64 {
+	if !(share > 0) {
+		return 0
+	}
+	return int64(math.Round(min(share, 1) * millionths))
+}
+
+// disruptedAt reports whether at least least nodes, and at least share
+// millionths of them, are not Ready, in integers: notReady/total >= share
+// is notReady*1e6 >= share*total, exact for any cluster below 9e12 nodes.
+func (h nodeHealth) disruptedAt(least int, share int64) bool {
+	return h.notReady >= least && int64(h.notReady)*millionths >= share*int64(h.total)
 }
 
 // zoneOf returns the zone of the named node, and whether it was listed.

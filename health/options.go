@@ -47,8 +47,10 @@ type Options struct {
 	// fencing are held back.
 	Nodes NodeGetter
 	// LiveNodes is asked when Nodes says a node is missing, typically a
-	// direct API client: a node is gone only when LiveNodes answers
-	// NotFound too. Nil means a node is never confirmed gone.
+	// direct API client next to a node cache in Nodes: a node is gone only
+	// when LiveNodes answers NotFound too. Nil means a node is never
+	// confirmed gone. It is never asked without Nodes, so New refuses it
+	// then: live reads alone go in Nodes.
 	LiveNodes NodeGetter
 	// Fencing says which dead pods need fencing evidence before a force
 	// delete. The zero value is FenceStateful.
@@ -70,7 +72,7 @@ type Options struct {
 	// reconcile.
 	Memory *Memory
 	// Observer, when not nil, is told the final report of each pod of each
-	// check.
+	// check. MultiObserver feeds several (metrics, events, logs) at once.
 	Observer Observer
 	// ReplaceUnreachable, when true, calls Unreachable a pod that the rules
 	// call Alive when its node is NodeUnreachable (the node-lifecycle
@@ -106,7 +108,7 @@ type Options struct {
 // not mutate r.Pod, should return quickly, and must be safe for concurrent
 // use. Implementations in this repository: podsource/kube.EventObserver
 // (Kubernetes events) and the Observer of the metrics module
-// (Prometheus).
+// (Prometheus); MultiObserver hands each report to several.
 type Observer interface {
 	Observe(ctx context.Context, r PodReport)
 }
@@ -129,6 +131,10 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 			return nil, fmt.Errorf("podhealth: New: %s holds a nil %T", name, v)
 		}
 	}
+	if opts.LiveNodes != nil && opts.Nodes == nil {
+		return nil, errors.New("podhealth: New: Options.LiveNodes without Options.Nodes would never be asked: LiveNodes only confirms that a node missing from Nodes is gone. " +
+			"Put the getter in Options.Nodes (live reads serve there too: a check then reads each node it needs once), and add LiveNodes only next to a node cache")
+	}
 	switch opts.Fencing {
 	case FenceStateful, FenceAlways, FenceNever:
 	default:
@@ -139,6 +145,8 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 	}
 	if share := opts.Breaker.UnhealthyShare; !(share >= 0 && share <= 1) {
 		return nil, fmt.Errorf("podhealth: New: Options.Breaker.UnhealthyShare %v is not a share between 0 and 1", share)
+	} else if share > 0 && shareInMillionths(share) == 0 {
+		return nil, fmt.Errorf("podhealth: New: Options.Breaker.UnhealthyShare %v is below the millionth to which the Breaker reads it", share)
 	}
 	if opts.Breaker.MinUnhealthy < 0 {
 		return nil, fmt.Errorf("podhealth: New: negative Options.Breaker.MinUnhealthy %d", opts.Breaker.MinUnhealthy)
