@@ -188,10 +188,7 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 	source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return pods, nil })
 	breaker := r.opts.Breaker
 	breaker.Nodes = r.breaker
-	var observers observers
-	if r.opts.Observer != nil {
-		observers = append(observers, r.opts.Observer)
-	}
+	var events health.Observer
 	if r.opts.Recorder != nil {
 		var regarding *corev1.ObjectReference
 		if owner != nil {
@@ -201,11 +198,10 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 		if regarding != nil {
 			opts.Object = regarding
 		}
-		events, err := podhealthcr.NewEventObserver(r.opts.Recorder, opts)
-		if err != nil {
+		var err error
+		if events, err = podhealthcr.NewEventObserver(r.opts.Recorder, opts); err != nil {
 			return nil, err
 		}
-		observers = append(observers, events)
 	}
 	opts := health.Options{
 		Nodes:     r.nodes,
@@ -216,9 +212,7 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 		Memory:    r.memory,
 		DryRun:    r.opts.DryRun,
 		Logger:    logger,
-	}
-	if len(observers) > 0 {
-		opts.Observer = observers
+		Observer:  health.MultiObserver(r.opts.Observer, events),
 	}
 	if deleter == nil {
 		// Validation only: a dry run needs no deleter.
@@ -226,14 +220,3 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 	}
 	return health.New(source, deleter, opts)
 }
-
-// observers passes each report to every observer in turn.
-type observers []health.Observer
-
-func (o observers) Observe(ctx context.Context, r health.PodReport) {
-	for _, obs := range o {
-		obs.Observe(ctx, r)
-	}
-}
-
-var _ health.Observer = observers(nil)
