@@ -3,6 +3,8 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/nilcheck"
 )
 
 var _ health.Observer = (*Observer)(nil)
@@ -19,8 +22,9 @@ type Options struct {
 	// Clock tells the time of a force delete, for the age histograms. Nil
 	// means the real clock.
 	Clock clock.PassiveClock
-	// Buckets are the age histograms' upper bounds, in seconds. Nil means
-	// DefaultBuckets.
+	// Buckets are the age histograms' upper bounds, in seconds: finite and
+	// strictly increasing (Prometheus adds +Inf itself). Nil means
+	// DefaultBuckets; NewObserver refuses an empty list and any other.
 	Buckets []float64
 }
 
@@ -41,16 +45,21 @@ type Observer struct {
 }
 
 // NewObserver registers podhealth's metrics with reg and returns the
-// Observer that records them. It fails when reg is nil or already holds
-// metrics of the same names (one Observer per registry serves every
-// Checker of an operator).
+// Observer that records them. It fails when reg is nil, when
+// Options.Buckets are not finite and strictly increasing, or when reg
+// already holds metrics of the same names (one Observer per registry
+// serves every Checker of an operator). When it fails it leaves reg as it
+// was: what it registered before the failure is unregistered.
 func NewObserver(reg prometheus.Registerer, opts Options) (*Observer, error) {
-	if reg == nil {
+	if isNil(reg) {
 		return nil, errors.New("metrics: NewObserver: nil prometheus.Registerer")
 	}
 	buckets := opts.Buckets
 	if buckets == nil {
 		buckets = DefaultBuckets
+	}
+	if err := validBuckets(buckets); err != nil {
+		return nil, fmt.Errorf("metrics: NewObserver: Options.Buckets: %w", err)
 	}
 	o := &Observer{
 		clock: opts.Clock,
@@ -64,7 +73,7 @@ func NewObserver(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		}, []string{"reason"}),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "podhealth", Name: "breaker_open",
-			Help: "1 when the last dead pod that reached the breaker was held back by it; 0 once a force delete went out since.",
+			Help: "1 when the last dead pod that reached the breaker was held back by it; 0 when the breaker let that pod on.",
 		}),
 		age: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "podhealth", Name: "dead_pod_age_at_force_delete_seconds",
@@ -75,12 +84,36 @@ func NewObserver(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
 	}
-	for _, c := range []prometheus.Collector{o.forceDeletes, o.heldBack, o.breakerOpen, o.age} {
+	collectors := []prometheus.Collector{o.forceDeletes, o.heldBack, o.breakerOpen, o.age}
+	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
-			return nil, err
+			// Collectors left behind would stay at zero for ever, and
+			// make every later NewObserver on reg fail too.
+			for _, registered := range collectors[:i] {
+				reg.Unregister(registered)
+			}
+			return nil, fmt.Errorf("metrics: NewObserver: %w", err)
 		}
 	}
 	return o, nil
+}
+
+// validBuckets returns why buckets cannot be a histogram's bounds, or nil.
+// Prometheus itself panics at the first observation on bounds that do not
+// increase: inside the check that has just sent a DELETE.
+func validBuckets(buckets []float64) error {
+	if len(buckets) == 0 {
+		return errors.New("empty (nil means DefaultBuckets)")
+	}
+	for i, b := range buckets {
+		switch {
+		case math.IsNaN(b) || math.IsInf(b, 0):
+			return fmt.Errorf("bound %d is %v, not a finite number of seconds", i, b)
+		case i > 0 && b <= buckets[i-1]:
+			return fmt.Errorf("bound %d (%v) is not above bound %d (%v): bounds must strictly increase", i, b, i-1, buckets[i-1])
+		}
+	}
+	return nil
 }
 
 // Observe records one pod's report.
@@ -88,7 +121,6 @@ func (o *Observer) Observe(_ context.Context, r health.PodReport) {
 	switch r.Outcome {
 	case health.ForceDeleted, health.WasAlreadyGone, health.NameReused, health.DeleteFailed:
 		o.forceDeletes.WithLabelValues(r.Outcome.String()).Inc()
-		o.breakerOpen.Set(0) // a DELETE went out: the breaker was closed
 		if r.Outcome == health.ForceDeleted && r.Pod != nil {
 			o.observeAge(r.Pod)
 		}
@@ -96,10 +128,31 @@ func (o *Observer) Observe(_ context.Context, r health.PodReport) {
 		o.forceDeletes.WithLabelValues(r.Outcome.String()).Inc()
 	case health.HeldBack:
 		o.heldBack.WithLabelValues(r.HeldBack.Reason.String()).Inc()
-		if r.HeldBack.Reason == health.HeldByBreaker {
-			o.breakerOpen.Set(1)
+	}
+	if open, reached := breakerState(r); reached {
+		o.breakerOpen.Set(open)
+	}
+}
+
+// breakerState tells whether r is a dead pod that reached the Breaker, and
+// then whether the Breaker held it back (1) or let it on (0). A check asks
+// the Breaker after the annotation, the pod's form and the fencing policy,
+// and before the budget and the DELETE, so every pod sent (or that a dry
+// run would send) or held by the budget passed it. Pods held back before
+// it, and pods force-deleted by an earlier check, say nothing about it.
+func breakerState(r health.PodReport) (open float64, reached bool) {
+	switch r.Outcome {
+	case health.ForceDeleted, health.WasAlreadyGone, health.NameReused, health.DeleteFailed, health.WouldForceDelete:
+		return 0, true
+	case health.HeldBack:
+		switch r.HeldBack.Reason {
+		case health.HeldByBreaker:
+			return 1, true
+		case health.HeldByBudget:
+			return 0, true
 		}
 	}
+	return 0, false
 }
 
 // observeAge records how long pod had been dead at its force delete.
@@ -124,3 +177,5 @@ func (o *Observer) observeAge(pod *corev1.Pod) {
 func seconds(d time.Duration) float64 {
 	return max(d, 0).Seconds()
 }
+
+var isNil = nilcheck.IsNil

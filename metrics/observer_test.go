@@ -3,7 +3,9 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,4 +175,128 @@ func requireGauge(t *testing.T, reg *prometheus.Registry, name string, want floa
 	mf := gather(t, reg)[name]
 	require.NotNil(t, mf, name)
 	require.Equal(t, want, mf.Metric[0].GetGauge().GetValue(), name)
+}
+
+// TestBreakerGaugeFollowsEveryDeadPodThatReachesTheBreaker: after the
+// Breaker held a pod back (1), a dead pod that it lets on sets the gauge to
+// 0 whatever happens next: a dry run's WouldForceDelete and a pod held by
+// the budget included, which left it at 1 for ever. A pod held back before
+// the Breaker (fencing) says nothing about it and leaves it as it is.
+func TestBreakerGaugeFollowsEveryDeadPodThatReachesTheBreaker(t *testing.T) {
+	allDown := fake.NewNodes(node("node-lost", corev1.ConditionUnknown), node("x", corev1.ConditionUnknown), node("y", corev1.ConditionFalse))
+	lost := fake.NewNodes(node("node-lost", corev1.ConditionUnknown), node("a", corev1.ConditionTrue), node("b", corev1.ConditionTrue))
+	stateful := evicted("db-0", "node-lost")
+	stateful.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts"}}
+	spent, err := health.NewDeleteBudget(1, time.Hour)
+	require.NoError(t, err)
+	require.True(t, spentBudget(t, spent))
+
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		opts health.Options
+		want float64
+	}{
+		{"a force delete sent", evicted("web-1", "node-lost"), health.Options{Nodes: lost, Breaker: health.Breaker{Nodes: lost}}, 0},
+		{"a dry run's would-be force delete", evicted("web-2", "node-lost"), health.Options{Nodes: lost, Breaker: health.Breaker{Nodes: lost}, DryRun: true}, 0},
+		{"a pod held by the budget, after the Breaker", evicted("web-3", "node-lost"), health.Options{Nodes: lost, Breaker: health.Breaker{Nodes: lost}, Budget: spent}, 0},
+		{"a failed force delete", evicted("web-fails", "node-lost"), health.Options{Nodes: lost, Breaker: health.Breaker{Nodes: lost}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			obs, err := metrics.NewObserver(reg, metrics.Options{})
+			require.NoError(t, err)
+			check(t, obs, []*corev1.Pod{evicted("web-0", "node-lost")}, health.Options{Nodes: allDown, Breaker: health.Breaker{Nodes: allDown}}, fake.Interceptor{})
+			requireGauge(t, reg, "podhealth_breaker_open", 1)
+
+			check(t, obs, []*corev1.Pod{stateful}, health.Options{Nodes: lost, Breaker: health.Breaker{Nodes: lost}}, fake.Interceptor{})
+			requireGauge(t, reg, "podhealth_breaker_open", 1) // held for fencing: the Breaker was not asked
+
+			check(t, obs, []*corev1.Pod{tt.pod}, tt.opts, fake.Interceptor{Delete: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions, next fake.DeleteFunc) error {
+				if name == "web-fails" {
+					return errors.New("etcd is sad")
+				}
+				return next(ctx, ns, name, opts)
+			}})
+			requireGauge(t, reg, "podhealth_breaker_open", tt.want)
+		})
+	}
+}
+
+// spentBudget spends budget's one delete and reports whether it was spent.
+func spentBudget(t *testing.T, budget *health.DeleteBudget) bool {
+	t.Helper()
+	src := fake.New(fake.Options{}, evicted("spender", "node-lost"))
+	checker, err := health.New(src, src, health.Options{Nodes: fake.NewNodes(node("node-lost", corev1.ConditionUnknown)), Budget: budget})
+	require.NoError(t, err)
+	_, err = checker.Check(context.Background())
+	require.NoError(t, err)
+	return len(src.Deletes()) == 1
+}
+
+// TestNewObserverRefusesBucketsThatAreNotFiniteAndIncreasing: Prometheus
+// panics at the first observation on such bounds, inside the check that
+// has just sent a DELETE. NewObserver says so instead, and registers
+// nothing.
+func TestNewObserverRefusesBucketsThatAreNotFiniteAndIncreasing(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		buckets []float64
+		want    string
+	}{
+		{"decreasing", []float64{5, 1}, "not above"},
+		{"repeated", []float64{1, 1}, "not above"},
+		{"NaN", []float64{1, math.NaN()}, "not a finite"},
+		{"+Inf", []float64{1, math.Inf(1)}, "not a finite"},
+		{"-Inf", []float64{math.Inf(-1), 1}, "not a finite"},
+		{"empty", []float64{}, "empty"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			_, err := metrics.NewObserver(reg, metrics.Options{Buckets: tt.buckets})
+			require.ErrorContains(t, err, tt.want)
+			require.Empty(t, gather(t, reg), "nothing registered")
+		})
+	}
+	reg := prometheus.NewRegistry()
+	obs, err := metrics.NewObserver(reg, metrics.Options{Buckets: []float64{0.5, 1, 60}})
+	require.NoError(t, err)
+	require.NotPanics(t, func() {
+		obs.Observe(context.Background(), health.PodReport{Pod: evicted("p", "n"), Outcome: health.ForceDeleted})
+	})
+}
+
+// TestAFailedNewObserverLeavesTheRegistryAsItWas: when the registry refuses
+// the last of podhealth's collectors, the three registered before it are
+// taken off again, so none stays on the registry at zero for ever, and a
+// later NewObserver on the same registry succeeds.
+func TestAFailedNewObserverLeavesTheRegistryAsItWas(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	refusing := refusingRegisterer{Registerer: reg, refuse: "podhealth_dead_pod_age_at_force_delete_seconds"}
+	_, err := metrics.NewObserver(refusing, metrics.Options{})
+	require.ErrorContains(t, err, "refused podhealth_dead_pod_age_at_force_delete_seconds")
+	obs, err := metrics.NewObserver(reg, metrics.Options{})
+	require.NoError(t, err, "nothing left behind blocks a later NewObserver")
+	obs.Observe(context.Background(), health.PodReport{Pod: evicted("p", "n"), Outcome: health.ForceDeleted})
+	require.Equal(t, map[string]float64{"outcome=ForceDeleted": 1}, counters(gather(t, reg)["podhealth_force_deletes_total"]))
+}
+
+// refusingRegisterer refuses the collector that describes the metric
+// refuse, and passes every other call on.
+type refusingRegisterer struct {
+	prometheus.Registerer
+	refuse string
+}
+
+func (r refusingRegisterer) Register(c prometheus.Collector) error {
+	descs := make(chan *prometheus.Desc, 8)
+	c.Describe(descs)
+	close(descs)
+	for d := range descs {
+		if strings.Contains(d.String(), `"`+r.refuse+`"`) {
+			return errors.New("refused " + r.refuse)
+		}
+	}
+	return r.Registerer.Register(c)
 }
