@@ -29,8 +29,8 @@ type Manager interface {
 // stateful), and no events.
 type Options struct {
 	// Health are the Checker's options. NewChecker fills in Nodes,
-	// LiveNodes, Claims and Observer as the fields below say, and only
-	// where they are nil; everything else (Memory, Budget, Logger, Rules,
+	// LiveNodes and Claims as the fields below say, only where they are
+	// nil, and adds the EventRecorder's events to Observer; everything else (Memory, Budget, Logger, Rules,
 	// DryRun...) is passed on as it is. Checkers built per reconcile should
 	// share one health.Memory (see package health).
 	Health health.Options
@@ -43,12 +43,13 @@ type Options struct {
 	// manager's cache, which needs list and watch on persistentvolumeclaims
 	// (EvidencePolicyRules).
 	ClaimEvidence bool
-	// EventRecorder, when not nil and Health.Observer is nil, records the
-	// events of an EventObserver (events.k8s.io/v1): from
-	// controller-runtime v0.23 on, mgr.GetEventRecorder("podhealth").
-	// Before v0.23, whose managers have only the core/v1 recorder, set
-	// Health.Observer to kube.NewEventObserver over
-	// mgr.GetEventRecorderFor("podhealth") instead. Nil means no events.
+	// EventRecorder, when not nil, records the events of an EventObserver
+	// (events.k8s.io/v1): from controller-runtime v0.23 on,
+	// mgr.GetEventRecorder("podhealth"). With Health.Observer set too,
+	// both hear every report (health.MultiObserver). Before v0.23, whose
+	// managers have only the core/v1 recorder, add kube.NewEventObserver
+	// over mgr.GetEventRecorderFor("podhealth") to Health.Observer
+	// instead. Nil means no events.
 	EventRecorder events.EventRecorder
 	// EventObject, when not nil, is the object the events regard, such as
 	// the workload's own object (EventObserverOptions.Object).
@@ -95,10 +96,12 @@ func NewChecker(mgr Manager, namespace string, selector labels.Selector, opts Op
 			return nil, err
 		}
 	}
-	if h.Observer == nil && !isNil(opts.EventRecorder) {
-		if h.Observer, err = NewEventObserver(opts.EventRecorder, EventObserverOptions{Object: opts.EventObject}); err != nil {
+	if !isNil(opts.EventRecorder) {
+		events, err := NewEventObserver(opts.EventRecorder, EventObserverOptions{Object: opts.EventObject})
+		if err != nil {
 			return nil, err
 		}
+		h.Observer = health.MultiObserver(h.Observer, events)
 	}
 	return health.New(source, deleter, h)
 }

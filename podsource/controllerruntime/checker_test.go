@@ -115,7 +115,10 @@ func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 	}
 }
 
-func TestNewCheckerKeepsWhatTheCallerSet(t *testing.T) {
+// TestNewCheckerFeedsTheCallersObserverAndTheRecorderBoth: an Observer of
+// the caller's (metrics) and an EventRecorder both hear the force delete;
+// before, the recorder was dropped silently when an Observer was set.
+func TestNewCheckerFeedsTheCallersObserverAndTheRecorderBoth(t *testing.T) {
 	rec := &recordingRecorder{}
 	evicted := loadPod(t, testutil.PodTaintEvicted)
 	c := apiServer(t, evicted)
@@ -126,8 +129,9 @@ func TestNewCheckerKeepsWhatTheCallerSet(t *testing.T) {
 	require.NoError(t, err)
 	_, err = checker.CheckReport(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, 1, observed)
-	require.Empty(t, rec.recorded(), "the caller's Observer, not the recorder, hears the check")
+	require.Equal(t, 1, observed, "the caller's Observer heard the check")
+	require.Len(t, rec.recorded(), 1, "and the recorder recorded the force delete")
+	require.Equal(t, podsource.ReasonForceDeleted, rec.recorded()[0].Reason)
 
 	// Without a recorder, no events and no error: the events API differs
 	// between controller-runtime releases, so it is the caller's choice.

@@ -3,6 +3,7 @@ package controllerruntime
 import (
 	"context"
 	"errors"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,10 +69,7 @@ func (o *EventObserver) Observe(_ context.Context, r health.PodReport) {
 	if !ok {
 		return
 	}
-	msg := e.Message
-	if len(msg) > maxNoteLength {
-		msg = msg[:maxNoteLength-len(truncated)] + truncated
-	}
+	msg := cutNote(e.Message)
 	regarding, related := runtime.Object(podsource.PodReference(r.Pod)), runtime.Object(nil)
 	if o.object != nil {
 		regarding, related = o.object, regarding
@@ -79,4 +77,19 @@ func (o *EventObserver) Observe(_ context.Context, r health.PodReport) {
 	// The note is a format: the message goes in as an argument, never as
 	// the format itself.
 	o.recorder.Eventf(regarding, related, corev1.EventTypeWarning, e.Reason, e.Action, "%s", msg)
+}
+
+// cutNote returns msg whole when it fits in an event's note, and otherwise
+// its longest prefix that ends on a UTF-8 boundary and leaves room for
+// truncated: a note cut inside a character is not valid UTF-8, and the API
+// server refuses or mangles it. The result is at most maxNoteLength bytes.
+func cutNote(msg string) string {
+	if len(msg) <= maxNoteLength {
+		return msg
+	}
+	cut := maxNoteLength - len(truncated)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + truncated
 }

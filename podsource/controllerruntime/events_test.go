@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -80,4 +81,24 @@ func TestEventObserverKeepsNotesWithinTheAPILimitAndNeverFormatsThem(t *testing.
 	require.Contains(t, events[0].Note, "%s %d %!", "the message was used as a format")
 	require.Same(t, owner, events[0].Regarding)
 	require.Equal(t, podsource.PodReference(pod), events[0].Related)
+}
+
+// TestEventObserverCutsALongNoteOnACharacterBoundary: a message of
+// multi-byte characters (a pod or node name in another script, an error
+// from a webhook) is cut before the character that would cross the limit,
+// so the note stays valid UTF-8 within 1,024 bytes, whatever the offset.
+func TestEventObserverCutsALongNoteOnACharacterBoundary(t *testing.T) {
+	pod := loadPod(t, testutil.PodTaintEvicted)
+	for pad := 0; pad < 4; pad++ {
+		rec := &recordingRecorder{}
+		o, err := crh.NewEventObserver(rec, crh.EventObserverOptions{})
+		require.NoError(t, err)
+		msg := errors.New(strings.Repeat("x", pad) + strings.Repeat("节点", 400)) // 3 bytes a character
+		o.Observe(context.Background(), health.PodReport{Pod: pod, Outcome: health.DeleteFailed, Err: msg})
+		note := rec.recorded()[0].Note
+		require.LessOrEqual(t, len(note), 1024, "pad %d", pad)
+		require.True(t, utf8.ValidString(note), "pad %d: the note was cut inside a character", pad)
+		require.True(t, strings.HasSuffix(note, "..."))
+		require.Greater(t, len(note), 1024-utf8.UTFMax-len("..."), "pad %d: cut no more than one character short", pad)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/nilcheck"
+	"github.com/podhealth/podhealth/podsource"
 )
 
 // CheckerOptions configure NewChecker. The zero value gives a Checker with
@@ -21,8 +23,8 @@ import (
 // no events.
 type CheckerOptions struct {
 	// Health are the Checker's options. NewChecker fills in Nodes,
-	// LiveNodes, Breaker.Nodes and Observer as the fields below say, and
-	// only where they are nil; everything else (Memory, Budget, Logger,
+	// LiveNodes and Breaker.Nodes as the fields below say, only where they
+	// are nil, and adds the Recorder's events to Observer; everything else (Memory, Budget, Logger,
 	// Rules, DryRun...) is passed on as it is. Checkers built per reconcile
 	// share one health.Memory (see package health).
 	Health health.Options
@@ -41,9 +43,17 @@ type CheckerOptions struct {
 	// NoNodeEvidence, when true, leaves Health.Nodes and Health.LiveNodes
 	// nil, whatever Nodes says: no node is read at all.
 	NoNodeEvidence bool
-	// Recorder, when not nil and Health.Observer is nil, records an
-	// EventObserver's events (core/v1), for example from
-	// record.NewBroadcaster().NewRecorder(scheme.Scheme, source).
+	// Keep, when not nil, narrows the pods to those for which it returns
+	// true, as podsource.Filter does: for an operator whose selector
+	// alone cannot tell the pods of the current spec from older ones. The
+	// Deleter keeps to namespace and selector; Keep only narrows what the
+	// Checker sees. It is called once per pod and check, maybe from
+	// several goroutines at once, and must not mutate the pod.
+	Keep func(*corev1.Pod) bool
+	// Recorder, when not nil, records an EventObserver's events (core/v1),
+	// for example from record.NewBroadcaster().NewRecorder(scheme.Scheme,
+	// source). With Health.Observer set too, both hear every report
+	// (health.MultiObserver).
 	Recorder record.EventRecorder
 	// EventObject, when not nil, is the object the events are recorded
 	// on, such as the workload's own object (EventObserverOptions.Object).
@@ -52,8 +62,8 @@ type CheckerOptions struct {
 
 // NewChecker builds a Checker of the pods of namespace that match selector
 // in one call: a ListerSource over pods (the lister of a started informer:
-// a check sends no LIST), a Deleter over client, node evidence and events
-// as opts say. namespace and selector are required, and refused as
+// a check sends no LIST) narrowed by opts.Keep, a Deleter over client,
+// node evidence and events as opts say. namespace and selector are required, and refused as
 // NewListerSource refuses them.
 //
 // It is cheap enough to call in every reconcile; the checkers of one
@@ -67,9 +77,15 @@ func NewChecker(client kubernetes.Interface, pods corelisters.PodLister, namespa
 	if isNil(pods) {
 		return nil, errors.New("kube: NewChecker: nil PodLister")
 	}
+	var source health.PodSource
 	source, err := NewListerSource(pods, namespace, selector)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Keep != nil {
+		if source, err = podsource.Filter(source, opts.Keep); err != nil {
+			return nil, fmt.Errorf("kube: NewChecker: %w", err)
+		}
 	}
 	deleter, err := NewDeleter(client.CoreV1(), namespace, DeleterOptions{Selector: selector})
 	if err != nil {
@@ -81,10 +97,12 @@ func NewChecker(client kubernetes.Interface, pods corelisters.PodLister, namespa
 			return nil, err
 		}
 	}
-	if h.Observer == nil && !isNil(opts.Recorder) {
-		if h.Observer, err = NewEventObserver(opts.Recorder, EventObserverOptions{Object: opts.EventObject}); err != nil {
+	if !isNil(opts.Recorder) {
+		events, err := NewEventObserver(opts.Recorder, EventObserverOptions{Object: opts.EventObject})
+		if err != nil {
 			return nil, err
 		}
+		h.Observer = health.MultiObserver(h.Observer, events)
 	}
 	return health.New(source, deleter, h)
 }

@@ -48,8 +48,8 @@ type Deleter struct {
 // namespace (required) that match opts.Selector (required; see
 // DeleterOptions).
 func NewDeleter(pods corev1client.PodsGetter, namespace string, opts DeleterOptions) (*Deleter, error) {
-	if pods == nil {
-		return nil, errors.New("kube: NewDeleter: nil PodsGetter")
+	if isNil(pods) {
+		return nil, errors.New("kube: NewDeleter: nil PodsGetter (a typed nil too)")
 	}
 	if err := checkScope("NewDeleter", namespace, opts.Selector); err != nil {
 		return nil, err

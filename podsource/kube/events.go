@@ -46,8 +46,8 @@ type EventObserver struct {
 // NewEventObserver returns an EventObserver that records through recorder,
 // typically from record.NewBroadcaster().NewRecorder(...).
 func NewEventObserver(recorder record.EventRecorder, opts EventObserverOptions) (*EventObserver, error) {
-	if recorder == nil {
-		return nil, errors.New("kube: NewEventObserver: nil EventRecorder")
+	if isNil(recorder) {
+		return nil, errors.New("kube: NewEventObserver: nil EventRecorder (a typed nil too)")
 	}
 	return &EventObserver{recorder: recorder, object: opts.Object}, nil
 }

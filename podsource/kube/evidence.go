@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -47,11 +49,11 @@ type NodeSource struct {
 // so call it before factory.Start. Taking the informer rather than its
 // lister lets the NodeSource know when the cache has synced.
 func NewNodeSource(nodes coreinformers.NodeInformer) (*NodeSource, error) {
-	if nodes == nil {
-		return nil, errors.New("kube: NewNodeSource: nil NodeInformer")
+	if isNil(nodes) {
+		return nil, errors.New("kube: NewNodeSource: nil NodeInformer (a typed nil too)")
 	}
 	informer := nodes.Informer()
-	if informer == nil {
+	if isNil(informer) {
 		return nil, errors.New("kube: NewNodeSource: the NodeInformer has no informer")
 	}
 	return &NodeSource{lister: nodes.Lister(), synced: informer.HasSynced}, nil
@@ -92,15 +94,43 @@ type LiveNodes struct {
 // NewLiveNodes returns a LiveNodes over client, typically
 // clientset.CoreV1().
 func NewLiveNodes(client corev1client.NodesGetter) (*LiveNodes, error) {
-	if client == nil {
-		return nil, errors.New("kube: NewLiveNodes: nil NodesGetter")
+	if isNil(client) {
+		return nil, errors.New("kube: NewLiveNodes: nil NodesGetter (a typed nil too)")
 	}
 	return &LiveNodes{nodes: client}, nil
 }
 
-// GetNode sends one GET for the node; its API errors come back unchanged.
+// GetNode sends one GET for the node. A NotFound comes back as it is: the
+// node is gone. An answer that says no node can be read now, whichever it
+// is (401 Unauthorized, 403 Forbidden: no RBAC for nodes; 429 Too Many
+// Requests, 503 Service Unavailable; or no answer at all, such as a refused
+// connection), wraps health.ErrNodesUnavailable as well as the API error,
+// so that a check asks about no other node, says so in
+// Report.NodeEvidence, and logs it once, while apierrors.IsForbidden and
+// the like still reach the error. Any other error comes back unchanged.
 func (l *LiveNodes) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
-	return l.nodes.Nodes().Get(ctx, name, metav1.GetOptions{})
+	node, err := l.nodes.Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil && noNodeReadable(err) {
+		return nil, fmt.Errorf("kube: getting node %q: %w: %w", name, health.ErrNodesUnavailable, err)
+	}
+	return node, err
+}
+
+// noNodeReadable reports whether err, from a node GET, says that no node
+// can be read now, rather than something about this node.
+func noNodeReadable(err error) bool {
+	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	var transport *url.Error
+	// client-go wraps a request that got no HTTP answer in a *url.Error;
+	// one that got an answer carries its status.
+	return !errors.As(err, &status) && errors.As(err, &transport) && !isContextError(err)
+}
+
+func isContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // ClaimSource tells the policy the access modes of a pod's claims from an
@@ -114,8 +144,8 @@ type ClaimSource struct {
 // NewClaimSource returns a ClaimSource over lister, typically
 // factory.Core().V1().PersistentVolumeClaims().Lister().
 func NewClaimSource(lister corelisters.PersistentVolumeClaimLister) (*ClaimSource, error) {
-	if lister == nil {
-		return nil, errors.New("kube: NewClaimSource: nil PersistentVolumeClaimLister")
+	if isNil(lister) {
+		return nil, errors.New("kube: NewClaimSource: nil PersistentVolumeClaimLister (a typed nil too)")
 	}
 	return &ClaimSource{lister: lister}, nil
 }

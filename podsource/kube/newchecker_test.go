@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -143,3 +146,66 @@ func TestNewCheckerRefusesWhatItsPartsRefuse(t *testing.T) {
 		})
 	}
 }
+
+// TestNewCheckerKeepNarrowsThePodsToTheCurrentSpec is OLM's gRPC path in
+// one call: of two live pods that match the selector, only the one of the
+// current spec counts, so with it gone the workload is unhealthy and the
+// operator creates a replacement; the pod of the old spec is never judged,
+// let alone deleted.
+func TestNewCheckerKeepNarrowsThePodsToTheCurrentSpec(t *testing.T) {
+	current := loadPod(t, podAlive)
+	current.Annotations = map[string]string{"spec-hash": "v2"}
+	old := current.DeepCopy()
+	old.Name, old.UID, old.Annotations = "old", "uid-old", map[string]string{"spec-hash": "v1"}
+	client := fake.NewClientset(old)
+	lister := startPodInformer(t, client, "default")
+	var judged []string
+	opts := kube.CheckerOptions{
+		Keep: func(p *corev1.Pod) bool { return p.Annotations["spec-hash"] == "v2" },
+		Health: health.Options{Observer: observerFunc(func(r health.PodReport) {
+			judged = append(judged, r.Pod.Name)
+		})},
+	}
+	checker, err := kube.NewChecker(client, lister, "default", registry, opts)
+	require.NoError(t, err)
+	healthy, err := checker.Check(context.Background())
+	require.NoError(t, err)
+	require.False(t, healthy, "the pod of the old spec does not count")
+	require.Empty(t, judged)
+	require.Empty(t, deleteActions(client))
+
+	_, err = client.CoreV1().Pods("default").Create(context.Background(), current, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		healthy, err := checker.Check(context.Background())
+		return err == nil && healthy
+	}, eventually, tick)
+	require.Contains(t, judged, current.Name)
+	require.NotContains(t, judged, "old")
+}
+
+// TestNewCheckerWithARecorderAndAnObserverFeedsBoth: an Observer of its
+// own (metrics) and a Recorder (events) both hear the force delete; before,
+// the Recorder was dropped silently when an Observer was set.
+func TestNewCheckerWithARecorderAndAnObserverFeedsBoth(t *testing.T) {
+	client := fake.NewClientset(loadNode(t, "node-lost.json"), loadNode(t, "node-healthy.json"), loadPod(t, podTaintEvicted))
+	lister := startPodInformer(t, client, "default")
+	recorder := record.NewFakeRecorder(10)
+	var observed []health.Outcome
+	checker, err := kube.NewChecker(client, lister, "default", registry, kube.CheckerOptions{
+		Recorder: recorder,
+		Health: health.Options{Observer: observerFunc(func(r health.PodReport) {
+			observed = append(observed, r.Outcome)
+		})},
+	})
+	require.NoError(t, err)
+	_, err = checker.Check(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []health.Outcome{health.ForceDeleted}, observed, "the Observer heard it")
+	require.Len(t, recorder.Events, 1, "the Recorder recorded it")
+	require.Contains(t, <-recorder.Events, podsource.ReasonForceDeleted)
+}
+
+type observerFunc func(health.PodReport)
+
+func (f observerFunc) Observe(_ context.Context, r health.PodReport) { f(r) }

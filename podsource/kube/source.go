@@ -44,8 +44,8 @@ type ListerSource struct {
 // selector cannot widen a workload to the whole namespace. Pass
 // podsource.WholeNamespace() to list every pod of the namespace on purpose.
 func NewListerSource(lister corelisters.PodLister, namespace string, selector labels.Selector) (*ListerSource, error) {
-	if lister == nil {
-		return nil, errors.New("kube: NewListerSource: nil PodLister")
+	if isNil(lister) {
+		return nil, errors.New("kube: NewListerSource: nil PodLister (a typed nil too)")
 	}
 	if err := checkScope("NewListerSource", namespace, selector); err != nil {
 		return nil, err
@@ -92,8 +92,8 @@ type ClientSource struct {
 // "every pod") and any other empty selector. Pass podsource.WholeNamespace() to list
 // every pod of the namespace on purpose.
 func NewClientSource(pods corev1client.PodsGetter, namespace string, selector labels.Selector) (*ClientSource, error) {
-	if pods == nil {
-		return nil, errors.New("kube: NewClientSource: nil PodsGetter")
+	if isNil(pods) {
+		return nil, errors.New("kube: NewClientSource: nil PodsGetter (a typed nil too)")
 	}
 	if err := checkScope("NewClientSource", namespace, selector); err != nil {
 		return nil, err
