@@ -30,7 +30,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/podhealth/podhealth/health"
-	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 	"github.com/podhealth/podhealth/replacements"
 )
@@ -174,33 +173,24 @@ func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, memo
 // readme:begin registry
 // checker returns the Checker of source's current registry pods.
 func (r *Reconciler) checker(source CatalogSource) (*health.Checker, error) {
-	selector := source.Selector()
-	pods, err := kube.NewListerSource(r.pods, source.Namespace, selector)
-	if err != nil {
-		return nil, err
-	}
-	// Only the pods of the current spec count: a stale pod, however alive,
-	// must not answer healthy for a spec it does not run. Stale pods are
-	// then never judged, so never force-deleted here either.
-	current, err := podsource.Filter(pods, source.Current)
-	if err != nil {
-		return nil, err
-	}
-	deleter, err := kube.NewDeleter(r.client.CoreV1(), source.Namespace, kube.DeleterOptions{Selector: selector})
-	if err != nil {
-		return nil, err
-	}
-	opts := health.Options{
-		Logger: r.log,
-		// The Memory is shared, not the Checker's own: the Reconciler, and
-		// with it this Checker, is dropped after one call. A Memory of its
-		// own would forget the pods it force-deleted, and the next call,
-		// listing them again from a cache that has not yet seen the delete,
-		// would send another DELETE per call until the cache catches up.
-		Memory: r.memory,
-		Nodes:  r.nodes, // nil: no node evidence
-	}
-	return health.New(current, deleter, opts)
+	return kube.NewChecker(r.client, r.pods, source.Namespace, source.Selector(), kube.CheckerOptions{
+		// Only the pods of the current spec count: a stale pod, however
+		// alive, must not answer healthy for a spec it does not run. Stale
+		// pods are then never judged, so never force-deleted here either.
+		Keep: source.Current,
+		Health: health.Options{
+			Logger: r.log,
+			// The Memory is shared, not the Checker's own: the Reconciler,
+			// and with it this Checker, is dropped after one call. A Memory
+			// of its own would forget the pods it force-deleted, and the
+			// next call, listing them again from a cache that has not yet
+			// seen the delete, would send another DELETE per call until
+			// the cache catches up.
+			Memory: r.memory,
+			Nodes:  r.nodes,
+		},
+		NoNodeEvidence: r.nodes == nil, // nil: no node evidence
+	})
 }
 
 // readme:end registry
