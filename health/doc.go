@@ -12,6 +12,8 @@
 // k8s.io/apimachinery types and logr, never client-go. Pods come from a
 // PodSource and go through a Deleter; package podsource/kube binds both to
 // client-go, and package podsource/fake gives an in-memory pair for tests.
+// Its module, github.com/podhealth/podhealth, has these floors (go.mod):
+// Go 1.22, k8s.io v0.31.0 (api, apimachinery, client-go) and logr v1.4.2.
 //
 // # Classification
 //

@@ -1,9 +1,10 @@
 // Package controllerruntime binds package health to controller-runtime
 // (sigs.k8s.io/controller-runtime), for operators built with kubebuilder or
 // operator-sdk. It lives in a module of its own, so that users of the root
-// module never get controller-runtime in their module graph. Its floors are
-// the root module's: controller-runtime v0.19.0, k8s.io v0.31.0 and Go
-// 1.22, so adding it upgrades nothing for an operator on those or later.
+// module never get controller-runtime in their module graph. Its floors
+// (go.mod): Go 1.22, controller-runtime v0.19.0, k8s.io v0.31.0 and the
+// root module v0.1.0 (which has no controller-runtime), so adding it
+// upgrades nothing for an operator on those or later.
 //
 // It provides:
 //   - PodSource, a health.PodSource over a client.Reader (the manager's

@@ -18,6 +18,12 @@
 //   - Every delete is recorded with its name, UID precondition and grace
 //     period; see Deletes.
 //
+// ReadyNode, LostNode, TaintEvicted and Drained build nodes and pods as a
+// real control plane leaves them (the fixtures of testdata/real-cluster):
+// a heartbeating node, one whose kubelet stopped posting status, a pod
+// the taint-eviction controller deleted, and a pod drained through the
+// Eviction API. They return new objects and change none.
+//
 // Pods never mutates a stored pod: every change stores a new object, so
 // pods returned by ListPods stay as they were, as with an informer cache.
 // Pods is safe for concurrent use.

@@ -29,7 +29,7 @@ import (
 // Reconciler keeps each app at one live pod.
 type Reconciler struct {
 	Manager podhealthcr.Manager  // a ctrl.Manager
-	Events  events.EventRecorder // mgr.GetEventRecorder("podhealth")
+	Events  events.EventRecorder // nil: none; v0.23 on: mgr.GetEventRecorder("podhealth")
 	Memory  health.Memory        // one per operator: the pods it force-deleted
 	Created replacements.Tracker // the pods it created that the cache does not list yet
 }
@@ -89,7 +89,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &Reconciler{Manager: mgr, Events: mgr.GetEventRecorder("podhealth")}
+	r := &Reconciler{Manager: mgr} // what controller-runtime v0.19 has: no Events
 	err = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}, builder.WithPredicates(apps)).Owns(&corev1.Pod{}).Complete(r)
 	if err != nil {
 		return err

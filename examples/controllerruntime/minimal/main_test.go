@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -12,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
+	"github.com/podhealth/podhealth/podsource/fake"
 )
 
 // manager is a podhealthcr.Manager over one fakeapi client, which answers
@@ -37,10 +38,19 @@ func TestReconcileReplacesAPodThatDiedWithItsNode(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "app-uid", Labels: map[string]string{"podhealth.example/app": "true"}},
 		Data:       map[string]string{"image": "registry.example/web:1"},
 	}
-	dead := testutil.LoadPod(t, testutil.PodTaintEvicted) // on node-lost, not Ready
-	dead.Labels = map[string]string{"app": "web"}
-	c, err := fakeapi.NewClient(app, dead, testutil.LoadNode(t, testutil.NodeLost))
+	// The app's pod, running on node-a; then node-a fails and the
+	// taint-eviction controller evicts the pod, as on a real cluster.
+	now := time.Now()
+	running := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-x7k2p", UID: "pod-uid", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:1"}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	c, err := fakeapi.NewClient(app, running, fake.ReadyNode("node-a", now.Add(-time.Hour)))
 	require.NoError(t, err)
+	require.NoError(t, fakeapi.FailNode(context.Background(), c, "node-a", now))
+	require.NoError(t, fakeapi.EvictPod(context.Background(), c, client.ObjectKeyFromObject(running), now))
+	dead := running
 	r := &Reconciler{Manager: manager{c}, Events: noEvents{}}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web"}}
 

@@ -42,5 +42,19 @@
 // (use Update on such a pod). Wrap the client again with interceptor.NewClient to
 // inject faults of your own.
 //
+// # Status, and failing a node in a test
+//
+// Like an API server, the client keeps a Pod's and a Node's status apart
+// (controller-runtime's fake client treats every built-in kind with a
+// status subresource so): an Update saves the object but drops any change
+// to its status, without an error. Write status with c.Status().Update.
+// Seed objects keep the status they are given.
+//
+// FailNode and EvictPod do, on a running client, what the node-lifecycle
+// and taint-eviction controllers do, each write through the right
+// subresource; package podsource/fake's ReadyNode, LostNode, TaintEvicted
+// and Drained build the same objects to seed NewClient with, as a real
+// control plane leaves them.
+//
 // The client is safe for concurrent use; its deletes are serialized.
 package fakeapi
