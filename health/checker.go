@@ -217,6 +217,12 @@ func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod,
 			errs = append(errs, stopped(context.Cause(ctx)))
 		}
 	}
+	if err := ctx.Err(); err != nil && len(errs) == 0 {
+		// The context ended during the check, maybe in a node read that
+		// then counted as unknown: what the check found is not an answer
+		// (row D7), however it turned out.
+		errs = append(errs, stopped(err))
+	}
 	if len(errs) > 0 {
 		return false, errors.Join(errs...)
 	}

@@ -190,6 +190,27 @@ func TestD7ContextEndingBetweenDeletesStopsAtOnce(t *testing.T) {
 	require.Equal(t, []health.Outcome{health.NoAction, health.ForceDeleted, health.NotAttempted, health.NotAttempted}, outcomes(report))
 }
 
+// TestD7AContextThatEndsInANodeReadIsNoHealthyAnswer: with Nodes and
+// LiveNodes, a check looks up the node of every bound pod; when the
+// check's context ends in that read (a frozen API server and a check
+// deadline), the read counts as unknown, and the check must not then
+// answer (true, nil) from what it found by then: it answers row D7. An
+// end-to-end check against a frozen API server once answered healthy this
+// way, after its deadline.
+func TestD7AContextThatEndsInANodeReadIsNoHealthyAnswer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hangs := nodeGetterFunc(func(ctx context.Context, name string) (*corev1.Node, error) {
+		cancel() // the deadline passes while the GET hangs
+		return nil, fmt.Errorf("get node %s: %w", name, ctx.Err())
+	})
+	pods := fake.New(fake.Options{}, newPod("alive"))
+	checker := newChecker(t, pods, health.Options{Nodes: hangs, LiveNodes: hangs})
+	healthy, err := checker.Check(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, healthy)
+}
+
 func outcomes(r health.Report) []health.Outcome {
 	var out []health.Outcome
 	for _, p := range r.Pods {
