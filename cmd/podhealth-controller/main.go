@@ -42,6 +42,7 @@ type Config struct {
 	DeleteWindow      time.Duration
 	BreakerShare      float64
 	BreakerMin        int
+	BreakerRecheck    time.Duration
 	LeaderElect       bool
 	LeaderElectionNS  string
 	MetricsAddr       string
@@ -58,6 +59,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.DurationVar(&c.DeleteWindow, "force-delete-window", time.Minute, "the window of --max-force-deletes")
 	fs.Float64Var(&c.BreakerShare, "breaker-unhealthy-share", 0.3, "share of not-Ready nodes (in the cluster or in a zone) at which all force deletes stop")
 	fs.IntVar(&c.BreakerMin, "breaker-min-unhealthy", 3, "fewest not-Ready nodes that stop all force deletes, so that one failed node of a small cluster does not")
+	fs.DurationVar(&c.BreakerRecheck, "breaker-recheck-interval", controller.DefaultBreakerRecheck, "how soon the groups the Breaker held back are judged again when no node or Lease event brings them back earlier")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run as one of several replicas: only the leader acts")
 	fs.StringVar(&c.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease; empty means the controller's own namespace (in a cluster)")
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
@@ -72,8 +74,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		return c, errors.New("--max-force-deletes must not be negative")
 	case c.DeleteWindow <= 0:
 		return c, errors.New("--force-delete-window must be positive")
-	case c.BreakerShare <= 0 || c.BreakerShare > 1:
+	case !(c.BreakerShare > 0 && c.BreakerShare <= 1): // NaN too
 		return c, errors.New("--breaker-unhealthy-share must be in (0, 1]")
+	case c.BreakerRecheck <= 0:
+		return c, errors.New("--breaker-recheck-interval must be positive")
 	case c.BreakerMin < 1:
 		return c, errors.New("--breaker-min-unhealthy must be at least 1")
 	case c.MaxConcurrentWork < 1:
@@ -141,11 +145,12 @@ func run(cfg Config) error {
 		return err
 	}
 	opts := controller.Options{
-		Namespaces: namespaces,
-		DryRun:     cfg.DryRun,
-		Breaker:    health.Breaker{UnhealthyShare: cfg.BreakerShare, MinUnhealthy: cfg.BreakerMin},
-		Observer:   observer,
-		Recorder:   mgr.GetEventRecorder("podhealth-controller"),
+		Namespaces:     namespaces,
+		DryRun:         cfg.DryRun,
+		Breaker:        health.Breaker{UnhealthyShare: cfg.BreakerShare, MinUnhealthy: cfg.BreakerMin},
+		BreakerRecheck: cfg.BreakerRecheck,
+		Observer:       observer,
+		Recorder:       mgr.GetEventRecorder("podhealth-controller"),
 	}
 	if cfg.MaxDeletes > 0 {
 		if opts.Budget, err = health.NewDeleteBudget(cfg.MaxDeletes, cfg.DeleteWindow); err != nil {

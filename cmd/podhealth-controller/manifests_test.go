@@ -82,13 +82,17 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Config{
 		Namespaces: controller.EnabledLabel + "=true", MaxDeletes: 20, DeleteWindow: time.Minute,
-		BreakerShare: 0.3, BreakerMin: 3, LeaderElect: true, MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4,
+		BreakerShare: 0.3, BreakerMin: 3, BreakerRecheck: time.Minute, LeaderElect: true, MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4,
 	}, cfg)
 	for _, args := range [][]string{
 		{"--max-force-deletes=-1"},
 		{"--force-delete-window=0s"},
 		{"--breaker-unhealthy-share=0"},
 		{"--breaker-unhealthy-share=1.5"},
+		{"--breaker-unhealthy-share=NaN"}, // compares false with everything: once accepted
+		{"--breaker-unhealthy-share=+Inf"},
+		{"--breaker-recheck-interval=0s"},
+		{"--breaker-recheck-interval=-1m"},
 		{"--breaker-min-unhealthy=0"},
 		{"--workers=0"},
 	} {

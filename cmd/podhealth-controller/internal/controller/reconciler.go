@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource"
@@ -59,7 +62,18 @@ type Options struct {
 	// Clock measures how old the node Leases are for the Breaker. Nil
 	// means the real clock.
 	Clock clock.PassiveClock
+	// BreakerRecheck is how soon a group that the Breaker held back is
+	// judged again when no event brings it back earlier (see
+	// SetupWithManager: a node's state, a node's deletion, a stale Lease
+	// renewed). Zero means DefaultBreakerRecheck; New refuses a negative
+	// one.
+	BreakerRecheck time.Duration
 }
+
+// DefaultBreakerRecheck is Options.BreakerRecheck's default: a hold that
+// ends with the cluster's state, not with an event the controller sees,
+// costs at most this long.
+const DefaultBreakerRecheck = time.Minute
 
 // Manager is what a Reconciler uses of a controller-runtime manager:
 // GetClient reads from the cache and writes to the API server,
@@ -79,6 +93,11 @@ type Reconciler struct {
 	liveNodes  *podhealthcr.Nodes
 	claims     *podhealthcr.Claims
 	memory     *health.Memory
+	recheck    time.Duration
+	// breakerHeld are the groups whose last check the Breaker held back:
+	// the events that can close the Breaker enqueue them again.
+	heldMu      sync.Mutex
+	breakerHeld map[types.NamespacedName]struct{}
 }
 
 // New returns a Reconciler over mgr.
@@ -107,6 +126,13 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
+	recheck := opts.BreakerRecheck
+	switch {
+	case recheck < 0:
+		return nil, fmt.Errorf("controller: New: negative Options.BreakerRecheck %v", recheck)
+	case recheck == 0:
+		recheck = DefaultBreakerRecheck
+	}
 	memory := opts.Memory
 	if memory == nil {
 		memory = health.NewMemory(health.MemoryOptions{})
@@ -116,7 +142,8 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 		now = clock.RealClock{}
 	}
 	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory,
-		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}}
+		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}, recheck: recheck,
+		breakerHeld: make(map[types.NamespacedName]struct{})}
 	// Build one checker now, so that bad options fail at start.
 	if _, err := r.checker(logr.Discard(), nil, nil, "default", nil); err != nil {
 		return nil, err
@@ -139,6 +166,7 @@ func GroupOf(pod *corev1.Pod) types.NamespacedName {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	enabled, err := r.enabled(ctx, req.Namespace)
 	if err != nil || !enabled {
+		r.heldByBreaker(req.NamespacedName, false)
 		return ctrl.Result{}, err
 	}
 	var list corev1.PodList
@@ -157,6 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	if len(pods) == 0 {
+		r.heldByBreaker(req.NamespacedName, false)
 		return ctrl.Result{}, nil
 	}
 	deleter, err := podhealthcr.NewDeleter(r.cache, req.Namespace, podsource.WholeNamespace())
@@ -168,7 +197,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	report, err := checker.CheckReport(ctx)
-	return ctrl.Result{RequeueAfter: report.RetryAfter}, err
+	return ctrl.Result{RequeueAfter: r.retryAfter(req.NamespacedName, report)}, err
+}
+
+// retryAfter records whether the Breaker held back a pod of the group, and
+// returns when to judge the group again: when the report says a pod's
+// verdict or outcome changes with time alone (a deadline, the budget's
+// window), and, after a Breaker hold, within the re-check interval at the
+// latest.
+func (r *Reconciler) retryAfter(group types.NamespacedName, report health.Report) time.Duration {
+	held := false
+	for i := range report.Pods {
+		if report.Pods[i].HeldBack.Reason == health.HeldByBreaker {
+			held = true
+			break
+		}
+	}
+	r.heldByBreaker(group, held)
+	after := report.RetryAfter
+	if held && (after == 0 || r.recheck < after) {
+		after = r.recheck
+	}
+	return after
+}
+
+// heldByBreaker records whether the group's last check was held back by
+// the Breaker.
+func (r *Reconciler) heldByBreaker(group types.NamespacedName, held bool) {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	if held {
+		r.breakerHeld[group] = struct{}{}
+	} else {
+		delete(r.breakerHeld, group)
+	}
+}
+
+// breakerHeldGroups returns the groups whose last check the Breaker held
+// back, in no order.
+func (r *Reconciler) breakerHeldGroups() []reconcile.Request {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	out := make([]reconcile.Request, 0, len(r.breakerHeld))
+	for group := range r.breakerHeld {
+		out = append(out, reconcile.Request{NamespacedName: group})
+	}
+	return out
 }
 
 // enabled reports whether the namespace is opted in, from the cache.

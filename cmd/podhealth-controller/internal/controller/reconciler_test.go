@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -479,4 +480,91 @@ func TestEventsRegardTheOwnerAndRelateThePodOrRegardABarePod(t *testing.T) {
 		}
 		require.True(t, found, "no event %q in %v", want, events.events)
 	}
+}
+
+// TestABreakerHoldIsJudgedAgainWhenTheBreakerMayLetGo: a group held back
+// by the Breaker asks to be judged again within the re-check interval,
+// and a node event anywhere (here a node that is not the pod's coming
+// back) enqueues it, so that once the Breaker closes its dead pod goes at
+// once. Before, a held group came back only with its own pod's or node's
+// change, or the cache's resync (about 10 hours).
+func TestABreakerHoldIsJudgedAgainWhenTheBreakerMayLetGo(t *testing.T) {
+	objs := []client.Object{namespace("shop", true), node("d", corev1.ConditionTrue)}
+	var pods []*corev1.Pod
+	for _, n := range []string{"a", "b", "c"} {
+		objs = append(objs, node(n, corev1.ConditionUnknown, unreachable))
+		p := evicted("shop", "web-"+n, n, "ReplicaSet", "web-"+n)
+		pods = append(pods, p)
+		objs = append(objs, p)
+	}
+	m := newFakeManager(t, objs...) // with h1 to h3: 3 of 7 nodes down
+	r, err := New(m, Options{Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}, BreakerRecheck: 2 * time.Minute})
+	require.NoError(t, err)
+	held := ctrl.Request{NamespacedName: GroupOf(pods[0])}
+	res, err := r.Reconcile(context.Background(), held)
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Minute, res.RequeueAfter, "a Breaker hold is judged again within the re-check interval")
+	require.Empty(t, *m.deletes)
+
+	// Node b comes back: 2 of 7 are down, and the Breaker would let go.
+	recovered := node("b", corev1.ConditionTrue)
+	var stored corev1.Node
+	require.NoError(t, m.client.Get(context.Background(), client.ObjectKey{Name: "b"}, &stored))
+	stored.Status = recovered.Status
+	require.NoError(t, m.client.Status().Update(context.Background(), &stored))
+	stored.Spec.Taints = nil
+	require.NoError(t, m.client.Update(context.Background(), &stored))
+	require.True(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: node("b", corev1.ConditionUnknown, unreachable), ObjectNew: &stored}))
+	enqueued := r.groupsOnNodeAndBreakerHeld(context.Background(), &stored)
+	require.Contains(t, enqueued, held, "node b's change enqueues the group held on node a")
+
+	res, err = r.Reconcile(context.Background(), held)
+	require.NoError(t, err)
+	require.Equal(t, []string{"shop/web-a"}, *m.deletes, "the Breaker closed: the held pod goes")
+	require.Zero(t, res.RequeueAfter)
+	require.Empty(t, r.breakerHeldGroups(), "no longer held")
+}
+
+// TestAStaleLeaseRenewedEnqueuesTheBreakerHeldGroups: the Breaker counts a
+// node whose Lease is stale as not Ready, and a renewal of that Lease is
+// the only event when its Ready condition never changed; renewals of fresh
+// Leases pass nothing.
+func TestAStaleLeaseRenewedEnqueuesTheBreakerHeldGroups(t *testing.T) {
+	now := time.Now()
+	r, err := New(newFakeManager(t), Options{Clock: clocktesting.NewFakePassiveClock(now)})
+	require.NoError(t, err)
+	stale, fresh, fresher := nodeLease("n1", now.Add(-time.Minute), 40), nodeLease("n1", now.Add(-time.Second), 40), nodeLease("n1", now, 40)
+	renewed := r.leaseRenewedAfterStale()
+	require.True(t, renewed.Update(event.UpdateEvent{ObjectOld: stale, ObjectNew: fresh}))
+	require.False(t, renewed.Update(event.UpdateEvent{ObjectOld: fresh, ObjectNew: fresher}), "a renewal of a fresh Lease")
+	require.False(t, renewed.Update(event.UpdateEvent{ObjectOld: fresh, ObjectNew: stale}))
+	elsewhere := fresh.DeepCopy()
+	elsewhere.Namespace = "kube-system"
+	require.False(t, renewed.Update(event.UpdateEvent{ObjectOld: stale, ObjectNew: elsewhere}), "a Lease that is not a node's")
+
+	r.heldByBreaker(types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web"}, true)
+	require.Equal(t, []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web"}}}, r.breakerHeldOnLease(context.Background(), fresh))
+}
+
+// TestABudgetHoldIsJudgedAgainWhenItsWindowFreesASlot: the group whose dead
+// pod the budget held back asks to be judged again when the window lets
+// the next force delete go, not later.
+func TestABudgetHoldIsJudgedAgainWhenItsWindowFreesASlot(t *testing.T) {
+	a := evicted("shop", "a", "lost", "ReplicaSet", "a")
+	b := evicted("shop", "b", "lost", "ReplicaSet", "b")
+	m := newFakeManager(t, namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable), a, b)
+	budget, err := health.NewDeleteBudget(1, time.Hour)
+	require.NoError(t, err)
+	r, err := New(m, Options{Budget: budget})
+	require.NoError(t, err)
+	reconcileAll(t, r, a)
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: GroupOf(b)})
+	require.NoError(t, err)
+	require.Equal(t, []string{"shop/a"}, *m.deletes)
+	require.InDelta(t, time.Hour.Seconds(), res.RequeueAfter.Seconds(), 60, "when the first charge leaves the window")
+}
+
+func TestNewRefusesANegativeBreakerRecheck(t *testing.T) {
+	_, err := New(newFakeManager(t), Options{BreakerRecheck: -time.Second})
+	require.ErrorContains(t, err, "BreakerRecheck")
 }

@@ -49,7 +49,11 @@ func nodeIndex(obj client.Object) []string {
 // SetupWithManager registers the cache's pod indexes and the controller,
 // judging up to workers groups at once: pod events enqueue their group
 // (podMayBeDead), node events the groups on that node (nodeChanged), and a
-// namespace that opts in all of its groups.
+// namespace that opts in all of its groups. Every event that can change
+// the Breaker's count (a node's state or deletion, a stale node Lease
+// renewed) also enqueues the groups that the Breaker held back, so that
+// they are judged again as soon as it may let them go; Reconcile's
+// re-check interval bounds the wait when no such event comes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(context.Background(), &corev1.Pod{}, groupField, groupIndex); err != nil {
@@ -69,7 +73,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("podhealth").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podGroup), builder.WithPredicates(podMayBeDead)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNode), builder.WithPredicates(nodeChanged)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNodeAndBreakerHeld), builder.WithPredicates(nodeChanged)).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.breakerHeldOnLease), builder.WithPredicates(r.leaseRenewedAfterStale())).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsInNamespace), builder.WithPredicates(r.namespaceOptedIn())).
 		Complete(r)
 }
@@ -126,6 +131,54 @@ func (r *Reconciler) namespaceOptedIn() predicate.Funcs {
 		CreateFunc: func(e event.CreateEvent) bool { return r.namespaces.Matches(labels.Set(e.Object.GetLabels())) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			return !r.namespaces.Matches(labels.Set(e.ObjectOld.GetLabels())) && r.namespaces.Matches(labels.Set(e.ObjectNew.GetLabels()))
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// groupsOnNodeAndBreakerHeld returns the groups with a cached pod bound to
+// node, and the groups that the Breaker held back: a node's change of state
+// changes the Breaker's count.
+func (r *Reconciler) groupsOnNodeAndBreakerHeld(ctx context.Context, node client.Object) []reconcile.Request {
+	out := r.groupsOnNode(ctx, node)
+	seen := make(map[reconcile.Request]bool, len(out))
+	for _, req := range out {
+		seen[req] = true
+	}
+	for _, req := range r.breakerHeldGroups() {
+		if !seen[req] {
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+// breakerHeldOnLease returns the groups that the Breaker held back, for a
+// node Lease renewed after it had gone stale: the Breaker counts that node
+// Ready again.
+func (r *Reconciler) breakerHeldOnLease(context.Context, client.Object) []reconcile.Request {
+	return r.breakerHeldGroups()
+}
+
+// leaseRenewedAfterStale lets through a node Lease's update from stale to
+// fresh on the Breaker's clock: a node whose Ready condition never changed
+// (the node-lifecycle controller had not marked it yet) comes back to the
+// Breaker so. Renewals of fresh Leases, most of the Lease events, cost
+// nothing.
+func (r *Reconciler) leaseRenewedAfterStale() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, okOld := e.ObjectOld.(*coordinationv1.Lease)
+			lease, okNew := e.ObjectNew.(*coordinationv1.Lease)
+			if !okOld || !okNew || lease.Namespace != corev1.NamespaceNodeLease {
+				return false
+			}
+			now := r.breaker.clock.Now()
+			_, wasStale := leaseStale(old, now)
+			_, stale := leaseStale(lease, now)
+			return wasStale && !stale
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
