@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,43 @@ const scalePodsPerOwner = 3
 // cluster: labels and annotations, a container with environment, ports,
 // probes, resources and mounts, the projected service-account volume, the
 // default tolerations (2 s here, so the test need not wait 300 s).
+
+// scaleStillDown is how many of the failed nodes stay down when the others
+// recover (4 of 12 at the reduced size, as an admin's partial zone
+// recovery leaves them).
+const scaleStillDown = 4
+
+// scaleNodesWithMostDeadPods returns the names of the want nodes among
+// failed that hold the most pods the taint-eviction controller has
+// deleted, and those pods.
+func scaleNodesWithMostDeadPods(ctx context.Context, t *testing.T, c kubernetes.Interface, failed []*harness.Node, want int) (map[string]bool, []corev1.Pod) {
+	t.Helper()
+	evicted := harness.PodHasCondition(corev1.DisruptionTarget, corev1.ConditionTrue, "DeletionByTaintManager")
+	byNode := map[string][]corev1.Pod{}
+	for _, n := range failed {
+		pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil && evicted(&p) {
+				byNode[n.Name()] = append(byNode[n.Name()], p)
+			}
+		}
+	}
+	names := make([]string, 0, len(failed))
+	for _, n := range failed {
+		names = append(names, n.Name())
+	}
+	sort.SliceStable(names, func(i, j int) bool { return len(byNode[names[i]]) > len(byNode[names[j]]) })
+	keep := map[string]bool{}
+	var dead []corev1.Pod
+	for _, name := range names[:min(want, len(names))] {
+		keep[name] = true
+		dead = append(dead, byNode[name]...)
+	}
+	return keep, dead
+}
 
 // Bounds of the scale test's timing figures: ten times or more their quiet
 // values (0.017 cores; p99 104 ms at the full size, 9 ms at the reduced
@@ -347,6 +385,68 @@ func TestControllerAtScale(t *testing.T) {
 	}
 	breakerDeletes := after
 
+	// A partial recovery: all but the failed nodes with the most dead pods
+	// come back, the Breaker may let go, and the dead pods of the nodes
+	// still down must go at once, not at the cache's resync (hours).
+	stillDown, dead := scaleNodesWithMostDeadPods(ctx, t, c, nodes[1:1+down], scaleStillDown)
+	if len(dead) == 0 {
+		t.Fatalf("no dead pod on the %d failed nodes to recover", down)
+	}
+	// The Breaker may close as soon as the first of them is back: the
+	// recovery is timed from then.
+	recoveredAt := time.Now()
+	for _, n := range nodes[1 : 1+down] {
+		if !stillDown[n.Name()] {
+			n.Recover()
+		}
+	}
+	var closedAt time.Time
+	if err := pollUntil(ctx, func() bool {
+		text, ok := httpGet(ctx, replica.metricsURL)
+		if !ok || metricValue(t, text, "podhealth_breaker_open", nil) == 1 {
+			return false
+		}
+		closedAt = time.Now()
+		return true
+	}); err != nil {
+		t.Fatalf("the breaker metric never returned to 0 after %d of %d failed nodes recovered: %v", down-len(stillDown), down, err)
+	}
+	var goneAt time.Time
+	if err := pollUntil(ctx, func() bool {
+		for _, p := range dead {
+			got, err := c.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err == nil && got.UID == p.UID {
+				return false
+			}
+		}
+		goneAt = time.Now()
+		return true
+	}); err != nil {
+		t.Fatalf("the dead pods of the %d nodes still down were not removed after the Breaker closed: %v", len(stillDown), err)
+	}
+	recoveryGone, recoveryAfterClose := goneAt.Sub(recoveredAt), goneAt.Sub(closedAt)
+	t.Logf("%d of %d failed nodes recovering: the Breaker metric 0 after %v; the %d dead pods of the %d nodes still down gone %v after the recovery began, %v after the metric said 0",
+		down-len(stillDown), down, closedAt.Sub(recoveredAt).Round(time.Millisecond), len(dead), len(stillDown), recoveryGone.Round(time.Millisecond), recoveryAfterClose.Round(time.Millisecond))
+	if recoveryAfterClose > 5*time.Second {
+		t.Errorf("the dead pods of the nodes still down were gone %v after podhealth_breaker_open returned to 0, want within 5 s", recoveryAfterClose)
+	}
+	if err := pollUntil(ctx, func() bool { return scaleReadyNodes(ctx, c) == size.nodes-len(stillDown) }); err != nil {
+		t.Fatal(err)
+	}
+	writes, err = cp.Writes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	whileOpen := 0
+	for _, w := range writes {
+		if w.Resource == "pods" && w.Verb == "delete" && w.At.After(openedAt) && w.At.Before(recoveredAt) {
+			whileOpen++
+		}
+	}
+	if whileOpen != 0 {
+		t.Errorf("%d force deletes while %d of %d nodes were down and the Breaker open, want 0", whileOpen, down, size.nodes)
+	}
+
 	body := fmt.Sprintf("## podhealth-controller at scale\n\n"+
 		"`TestControllerAtScale`, size %s (`%s=full` runs the full one), %s: %d nodes (harness nodes, heartbeat every %v), %d pods as a Deployment leaves them in %d namespaces, all labelled, %d pods per owner.\n\n"+
 		"| measured | value | goal |\n|---|---|---|\n"+
@@ -356,10 +456,12 @@ func TestControllerAtScale(t *testing.T) {
 		"| one node fails: its %d dead pods gone after the taint-eviction controller's DELETE | p50 %s, p99 %s | p99 250 ms |\n"+
 		"| the controller's share of it: the DELETE seen to its force DELETE received | p50 %s, p99 %s | |\n"+
 		"| the same pods, gone after DisruptionTarget (the controller-manager's 20 requests/s come between) | p50 %s, p99 %s | |\n"+
-		"| %d of %d nodes fail: force deletes while the breaker is open | %d (podhealth_breaker_open 1, %v checks held back; %d before it opened) | 0 |\n",
+		"| %d of %d nodes fail: force deletes while the breaker is open | %d (podhealth_breaker_open 1, %v checks held back; %d before it opened) | 0 |\n"+
+		"| then all but %d recover: the %d dead pods of the nodes still down gone after the first is back; after podhealth_breaker_open returned to 0 | %s; %s | within 5 s of the metric |\n",
 		size.name, scaleEnv, time.Now().UTC().Format("2006-01-02"), size.nodes, size.heartbeat, size.pods, size.namespaces, scalePodsPerOwner,
 		window, cores, rss>>20, peak>>20, liveHeap>>20, scaleNonLease(steadyWrites), len(fromDeletion), figMs(median), figMs(p99), figMs(medianShare), figMs(p99Share), figMs(medianCondition), figMs(p99Condition),
-		down, size.nodes, breakerDeletes, heldByBreaker, before)
+		down, size.nodes, breakerDeletes, heldByBreaker, before,
+		len(stillDown), len(dead), figMs(recoveryGone), figMs(recoveryAfterClose))
 	t.Log("\n" + body)
 	if os.Getenv(figWriteEnv) == "1" && !t.Failed() {
 		section := "controller-scale-" + strings.Fields(size.name)[0]
