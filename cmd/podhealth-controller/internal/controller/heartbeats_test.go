@@ -106,7 +106,7 @@ func TestBreakerCountsANodeWhoseLeaseIsStaleAsNotReady(t *testing.T) {
 			if tc.unsynced {
 				r.breaker.synced = func() bool { return false }
 			}
-			_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web"}})
+			_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}})
 			require.NoError(t, err)
 			require.Equal(t, []string{tc.want}, seen.reasons)
 			require.Equal(t, tc.deleted, len(*m.deletes) == 1, "deletes: %v", *m.deletes)

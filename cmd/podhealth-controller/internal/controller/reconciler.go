@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +82,7 @@ const DefaultBreakerRecheck = time.Minute
 type Manager = podhealthcr.Manager
 
 // Reconciler reconciles one owner group per request: the request's
-// namespace, and as its name the owner's kind and name ("ReplicaSet/web-7d9f")
+// namespace, and as its name the owner's kind, API group and name ("ReplicaSet.apps/web-7d9f")
 // or "Pod/<name>" for a pod without an owner (see GroupOf). It is safe for
 // concurrent use.
 type Reconciler struct {
@@ -145,19 +146,33 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}, recheck: recheck,
 		breakerHeld: make(map[types.NamespacedName]struct{})}
 	// Build one checker now, so that bad options fail at start.
-	if _, err := r.checker(logr.Discard(), nil, nil, "default", nil); err != nil {
+	if _, err := r.checker(logr.Discard(), nil, nil); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
 // GroupOf is the request of pod's group: its namespace, and its
-// controlling owner's kind and name, or "Pod/<name>" when it has none.
+// controlling owner's kind, API group and name ("ReplicaSet.apps/web-7d9f";
+// a kind of the core group has none), or "Pod/<name>" when it has none, so
+// that owners of one kind and name in two API groups make two groups.
 func GroupOf(pod *corev1.Pod) types.NamespacedName {
 	if ref := metav1.GetControllerOf(pod); ref != nil {
-		return types.NamespacedName{Namespace: pod.Namespace, Name: ref.Kind + "/" + ref.Name}
+		kind := ref.Kind
+		if group := apiGroup(ref.APIVersion); group != "" {
+			kind += "." + group
+		}
+		return types.NamespacedName{Namespace: pod.Namespace, Name: kind + "/" + ref.Name}
 	}
 	return types.NamespacedName{Namespace: pod.Namespace, Name: barePod + "/" + pod.Name}
+}
+
+// apiGroup is the group of an apiVersion ("apps/v1": "apps"; "v1": "").
+func apiGroup(apiVersion string) string {
+	if i := strings.LastIndex(apiVersion, "/"); i >= 0 {
+		return apiVersion[:i]
+	}
+	return ""
 }
 
 // Reconcile judges the group's pods and force-deletes the dead ones that
@@ -174,14 +189,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("listing the cached pods of group %s: %w", req, err)
 	}
 	var pods []*corev1.Pod
-	var owner *metav1.OwnerReference
 	for i := range list.Items {
-		pod := &list.Items[i]
-		if GroupOf(pod) == req.NamespacedName {
+		if pod := &list.Items[i]; GroupOf(pod) == req.NamespacedName {
 			pods = append(pods, pod)
-			if ref := metav1.GetControllerOf(pod); ref != nil {
-				owner = ref
-			}
 		}
 	}
 	if len(pods) == 0 {
@@ -192,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	checker, err := r.checker(log.FromContext(ctx), pods, deleter, req.Namespace, owner)
+	checker, err := r.checker(log.FromContext(ctx), pods, deleter)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -258,24 +268,13 @@ func (r *Reconciler) enabled(ctx context.Context, namespace string) (bool, error
 }
 
 // checker builds the Checker of one group's pods.
-func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter health.Deleter, namespace string, owner *metav1.OwnerReference) (*health.Checker, error) {
+func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter health.Deleter) (*health.Checker, error) {
 	source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return pods, nil })
 	breaker := r.opts.Breaker
 	breaker.Nodes = r.breaker
 	var events health.Observer
 	if r.opts.Recorder != nil {
-		var regarding *corev1.ObjectReference
-		if owner != nil {
-			regarding = &corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Namespace: namespace, Name: owner.Name, UID: owner.UID}
-		}
-		opts := podhealthcr.EventObserverOptions{}
-		if regarding != nil {
-			opts.Object = regarding
-		}
-		var err error
-		if events, err = podhealthcr.NewEventObserver(r.opts.Recorder, opts); err != nil {
-			return nil, err
-		}
+		events = ownerEvents{recorder: r.opts.Recorder}
 	}
 	opts := health.Options{
 		Nodes:     r.nodes,
@@ -293,4 +292,29 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 		opts.DryRun = true
 	}
 	return health.New(source, deleter, opts)
+}
+
+// ownerEvents records each pod's events regarding the pod's own controlling
+// owner, with its UID (the pod is the related object), or the pod when it
+// has none: the pods of one group may have owners that differ in UID (an
+// owner deleted and created again), and each event names the right one.
+type ownerEvents struct {
+	recorder events.EventRecorder
+}
+
+var _ health.Observer = ownerEvents{}
+
+func (o ownerEvents) Observe(ctx context.Context, r health.PodReport) {
+	if _, ok := podsource.EventFor(r); !ok || r.Pod == nil {
+		return // most reports: nothing to record, so no observer to build
+	}
+	var opts podhealthcr.EventObserverOptions
+	if ref := metav1.GetControllerOf(r.Pod); ref != nil {
+		opts.Object = &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: r.Pod.Namespace, Name: ref.Name, UID: ref.UID}
+	}
+	events, err := podhealthcr.NewEventObserver(o.recorder, opts)
+	if err != nil {
+		return // a nil recorder, which New does not let through
+	}
+	events.Observe(ctx, r)
 }

@@ -178,7 +178,7 @@ func TestGroupIsTheControllingOwnerOrTheBarePod(t *testing.T) {
 	bare := alive("shop", "debug", "n1", "", "")
 	notController := alive("shop", "x", "n1", "", "")
 	notController.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "cm"}}
-	require.Equal(t, types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web-7d9f"}, GroupOf(owned))
+	require.Equal(t, types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web-7d9f"}, GroupOf(owned))
 	require.Equal(t, types.NamespacedName{Namespace: "shop", Name: "Pod/debug"}, GroupOf(bare))
 	require.Equal(t, types.NamespacedName{Namespace: "shop", Name: "Pod/x"}, GroupOf(notController), "an owner that is not the controller makes no group")
 }
@@ -305,7 +305,7 @@ func TestNodeEventEnqueuesTheGroupsOnThatNodeOnly(t *testing.T) {
 	for _, req := range got {
 		names = append(names, req.String())
 	}
-	require.ElementsMatch(t, []string{"shop/ReplicaSet/a", "cafe/Pod/b-1"}, names)
+	require.ElementsMatch(t, []string{"shop/ReplicaSet.apps/a", "cafe/Pod/b-1"}, names)
 	require.Equal(t, []string{nodeField + "=n1"}, *m.lists, "the pods of node n1 come from the cache's node index, not a copy of every pod")
 }
 
@@ -316,9 +316,9 @@ func TestAReconcileReadsItsGroupThroughTheGroupIndex(t *testing.T) {
 	r, err := New(m, Options{})
 	require.NoError(t, err)
 	*m.lists = nil
-	_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web"}})
+	_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}})
 	require.NoError(t, err)
-	require.Contains(t, *m.lists, groupField+"=ReplicaSet/web", "the group's pods come from the cache's group index")
+	require.Contains(t, *m.lists, groupField+"=ReplicaSet.apps/web", "the group's pods come from the cache's group index")
 	require.ElementsMatch(t, []string{"shop/web-1", "shop/web-2"}, *m.deletes, "the group's dead pods, and no other group's")
 }
 
@@ -542,8 +542,8 @@ func TestAStaleLeaseRenewedEnqueuesTheBreakerHeldGroups(t *testing.T) {
 	elsewhere.Namespace = "kube-system"
 	require.False(t, renewed.Update(event.UpdateEvent{ObjectOld: stale, ObjectNew: elsewhere}), "a Lease that is not a node's")
 
-	r.heldByBreaker(types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web"}, true)
-	require.Equal(t, []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "ReplicaSet/web"}}}, r.breakerHeldOnLease(context.Background(), fresh))
+	r.heldByBreaker(types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}, true)
+	require.Equal(t, []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}}}, r.breakerHeldOnLease(context.Background(), fresh))
 }
 
 // TestABudgetHoldIsJudgedAgainWhenItsWindowFreesASlot: the group whose dead
@@ -567,4 +567,46 @@ func TestABudgetHoldIsJudgedAgainWhenItsWindowFreesASlot(t *testing.T) {
 func TestNewRefusesANegativeBreakerRecheck(t *testing.T) {
 	_, err := New(newFakeManager(t), Options{BreakerRecheck: -time.Second})
 	require.ErrorContains(t, err, "BreakerRecheck")
+}
+
+// TestOwnersOfOneKindAndNameInTwoAPIGroupsMakeTwoGroups: a Deployment of
+// apps and an operator's own "Deployment" kind are two owners.
+func TestOwnersOfOneKindAndNameInTwoAPIGroupsMakeTwoGroups(t *testing.T) {
+	apps := alive("shop", "web-1", "n1", "Deployment", "web")
+	other := alive("shop", "web-2", "n1", "Deployment", "web")
+	other.OwnerReferences[0].APIVersion = "example.com/v1"
+	core := alive("shop", "web-3", "n1", "Deployment", "web")
+	core.OwnerReferences[0].APIVersion = "v1"
+	require.Equal(t, "Deployment.apps/web", GroupOf(apps).Name)
+	require.Equal(t, "Deployment.example.com/web", GroupOf(other).Name)
+	require.Equal(t, "Deployment/web", GroupOf(core).Name)
+}
+
+// TestEventsRegardEachPodsOwnOwner: two pods of one group whose owners
+// differ in UID (the owner was deleted and created again) each get an
+// event regarding their own owner; before, every event of a group
+// regarded the owner of the pod listed last.
+func TestEventsRegardEachPodsOwnOwner(t *testing.T) {
+	old := evicted("shop", "web-old", "lost", "ReplicaSet", "web")
+	old.OwnerReferences[0].UID = "uid-first"
+	recreated := evicted("shop", "web-new", "lost", "ReplicaSet", "web")
+	recreated.OwnerReferences[0].UID = "uid-second"
+	m := newFakeManager(t, namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable), old, recreated)
+	events := &uidLog{}
+	r, err := New(m, Options{Recorder: events})
+	require.NoError(t, err)
+	reconcileAll(t, r, old)
+	require.ElementsMatch(t, []string{"web-old regards uid-first", "web-new regards uid-second"}, events.seen)
+}
+
+// uidLog keeps, per event, the related pod and the UID of what it regards.
+type uidLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *uidLog) Eventf(regarding, related runtime.Object, _, _, _, _ string, _ ...interface{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, related.(*corev1.ObjectReference).Name+" regards "+string(regarding.(*corev1.ObjectReference).UID))
 }
