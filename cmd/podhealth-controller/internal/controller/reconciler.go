@@ -264,7 +264,11 @@ func (r *Reconciler) enabled(ctx context.Context, namespace string) (bool, error
 		}
 		return false, fmt.Errorf("reading namespace %s from the cache: %w", namespace, err)
 	}
-	return ns.DeletionTimestamp == nil && r.namespaces.Matches(labels.Set(ns.Labels)), nil
+	// A labelled namespace that is being deleted stays opted in: the
+	// namespace controller deletes its pods gracefully, and a pod on a
+	// failed node then blocks the namespace's deletion for ever, which is
+	// what the rules (TerminatingTooLong, NodeGone) end.
+	return r.namespaces.Matches(labels.Set(ns.Labels)), nil
 }
 
 // checker builds the Checker of one group's pods.

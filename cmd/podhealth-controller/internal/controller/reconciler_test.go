@@ -610,3 +610,20 @@ func (l *uidLog) Eventf(regarding, related runtime.Object, _, _, _, _ string, _ 
 	defer l.mu.Unlock()
 	l.seen = append(l.seen, related.(*corev1.ObjectReference).Name+" regards "+string(regarding.(*corev1.ObjectReference).UID))
 }
+
+// TestALabelledNamespaceBeingDeletedStaysOptedIn: the namespace controller
+// deletes a terminating namespace's pods gracefully, and one on a failed
+// node would block the namespace's deletion for ever; the controller acts
+// there as in any labelled namespace.
+func TestALabelledNamespaceBeingDeletedStaysOptedIn(t *testing.T) {
+	ns := namespace("shop", true)
+	ns.Finalizers = []string{"kubernetes"}
+	deleting := metav1.Now()
+	ns.DeletionTimestamp = &deleting
+	dead := evicted("shop", "web-1", "lost", "ReplicaSet", "web")
+	m := newFakeManager(t, ns, node("lost", corev1.ConditionUnknown, unreachable), dead)
+	r, err := New(m, Options{})
+	require.NoError(t, err)
+	reconcileAll(t, r, dead)
+	require.Equal(t, []string{"shop/web-1"}, *m.deletes)
+}
