@@ -48,11 +48,19 @@ const (
 	controllerAccount   = "podhealth-controller"
 )
 
-// controllerManifests reads the objects of the kustomization's resources,
-// in its order.
+// controllerManifests reads the objects an admin applies, in order: the
+// namespace (config/namespace), then the base's resources in the
+// kustomization's order.
 func controllerManifests(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(controllerConfigDir, "kustomization.yaml"))
+	return append(kustomizationObjects(t, filepath.Join(controllerConfigDir, "namespace")), kustomizationObjects(t, controllerConfigDir)...)
+}
+
+// kustomizationObjects reads the objects of the resources of the
+// kustomization in dir, in its order.
+func kustomizationObjects(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +72,7 @@ func controllerManifests(t *testing.T) []*unstructured.Unstructured {
 	}
 	var objs []*unstructured.Unstructured
 	for _, name := range k.Resources {
-		f, err := os.Open(filepath.Join(controllerConfigDir, name))
+		f, err := os.Open(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}

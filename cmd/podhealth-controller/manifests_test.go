@@ -32,10 +32,10 @@ func TestRolesInConfigAreWhatTheCodeSends(t *testing.T) {
 	var leader rbacv1.Role
 	readManifest(t, "leader_election_role.yaml", &leader)
 	require.Empty(t, cmp.Diff(controller.LeaderElectionRules(), leader.Rules))
-	var leases rbacv1.Role
+	var leases rbacv1.ClusterRole
 	readManifest(t, "node_lease_role.yaml", &leases)
 	require.Empty(t, cmp.Diff(controller.NodeLeaseRules(), leases.Rules))
-	require.Equal(t, "kube-node-lease", leases.Namespace, "the node Leases only")
+	require.Equal(t, "ClusterRole", leases.Kind, "a grant that a namespace overlay cannot move out of kube-node-lease")
 }
 
 func TestKustomizationListsEveryManifest(t *testing.T) {

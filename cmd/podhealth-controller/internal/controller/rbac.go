@@ -30,9 +30,11 @@ func LeaderElectionRules() []rbacv1.PolicyRule {
 	}
 }
 
-// NodeLeaseRules are the rules of the Role, in kube-node-lease, that the
-// Breaker's view of the nodes needs: it caches the node Leases, to count a
-// node that stopped renewing its Lease as not Ready.
+// NodeLeaseRules are the rules that the Breaker's view of the nodes needs:
+// it caches the node Leases of kube-node-lease, to count a node that
+// stopped renewing its Lease as not Ready. The manifests grant them in a
+// ClusterRole, since an overlay's namespace would move a Role in
+// kube-node-lease away; the cache reads that namespace only.
 func NodeLeaseRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}},

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// render builds, as `kubectl apply -k` would, a kustomization that an
+// admin writes next to a copy of config/ (as base/), and returns its
+// objects.
+func render(t *testing.T, overlay string) resmap.ResMap {
+	t.Helper()
+	fs := filesys.MakeFsInMemory()
+	files, err := filepath.Glob(filepath.Join("config", "*.yaml"))
+	require.NoError(t, err)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, fs.WriteFile(filepath.Join("/base", filepath.Base(f)), data))
+	}
+	require.NoError(t, fs.WriteFile("/overlay/kustomization.yaml", []byte(overlay)))
+	objs, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/overlay")
+	require.NoError(t, err)
+	return objs
+}
+
+// TestManifestsSurviveTheOverlaysAdminsWrite renders the base with the
+// overlay admins write most (another namespace, a name prefix and their own
+// image) and checks what would break the controller or an admin's cluster:
+// the controller can still read the node Leases, every binding still names
+// the controller's (renamed, moved) ServiceAccount, and no Namespace object
+// is renamed, so that `kubectl delete -k` deletes no namespace. Before,
+// such an overlay moved the Role in kube-node-lease away (the Breaker then
+// stayed open for ever) and renamed the base's Namespace to the admin's.
+func TestManifestsSurviveTheOverlaysAdminsWrite(t *testing.T) {
+	objs := render(t, `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: platform-ops
+namePrefix: ops-
+resources:
+- ../base
+images:
+- name: podhealth-controller
+  newName: registry.example/podhealth-controller
+  newTag: v9.9.9
+`)
+	var account, image string
+	var leaseReaders []string
+	for _, r := range objs.Resources() {
+		kind := r.GetKind()
+		require.NotEqual(t, "Namespace", kind, "the base holds no Namespace for an overlay to rename")
+		switch kind {
+		case "ServiceAccount":
+			account = r.GetNamespace() + "/" + r.GetName()
+		case "Deployment":
+			data, err := r.AsYAML()
+			require.NoError(t, err)
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.Contains(line, "image:") {
+					image = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "image:"))
+				}
+			}
+		}
+	}
+	require.Equal(t, "platform-ops/ops-podhealth-controller", account)
+	require.Equal(t, "registry.example/podhealth-controller:v9.9.9", image)
+
+	for _, r := range objs.Resources() {
+		kind := r.GetKind()
+		if kind != "RoleBinding" && kind != "ClusterRoleBinding" {
+			continue
+		}
+		m, err := r.Map()
+		require.NoError(t, err)
+		subjects, _ := m["subjects"].([]any)
+		require.Len(t, subjects, 1, "%s %s", kind, r.GetName())
+		s := subjects[0].(map[string]any)
+		require.Equal(t, account, s["namespace"].(string)+"/"+s["name"].(string), "%s %s names the controller's ServiceAccount", kind, r.GetName())
+		roleRef := m["roleRef"].(map[string]any)
+		if roleRef["name"] == "ops-podhealth-controller-node-leases" {
+			leaseReaders = append(leaseReaders, kind+" "+r.GetName())
+			require.Equal(t, "ClusterRoleBinding", kind, "a grant that no namespace overlay moves away from kube-node-lease")
+		}
+	}
+	require.Equal(t, []string{"ClusterRoleBinding ops-podhealth-controller-node-leases"}, leaseReaders)
+}
+
+// TestTheNamespaceComesApartFromTheBase: config/namespace creates
+// podhealth-system, the namespace the base's objects name, on its own.
+func TestTheNamespaceComesApartFromTheBase(t *testing.T) {
+	fs := filesys.MakeFsOnDisk()
+	objs, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, filepath.Join("config", "namespace"))
+	require.NoError(t, err)
+	require.Len(t, objs.Resources(), 1)
+	require.Equal(t, "Namespace", objs.Resources()[0].GetKind())
+	base := render(t, "resources:\n- ../base\n")
+	for _, r := range base.Resources() {
+		if ns := r.GetNamespace(); ns != "" {
+			require.Equal(t, objs.Resources()[0].GetName(), ns, "%s %s", r.GetKind(), r.GetName())
+		}
+	}
+}
