@@ -31,6 +31,7 @@ import (
 
 	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/version"
 	"github.com/podhealth/podhealth/metrics"
 )
 
@@ -49,6 +50,7 @@ type Config struct {
 	ProbeAddr         string
 	PprofAddr         string
 	MaxConcurrentWork int
+	Version           bool
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
@@ -66,6 +68,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof/ endpoints, to see where the controller's memory and CPU go; 0 disables them")
 	fs.IntVar(&c.MaxConcurrentWork, "workers", 4, "owner groups judged at once")
+	fs.BoolVar(&c.Version, "version", false, "print the version, commit and Go version of this build, and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -99,6 +102,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(2)
+	}
+	if cfg.Version {
+		fmt.Println(version.String("podhealth-controller"))
+		return
 	}
 	// Structured JSON logs, as a cluster's log pipeline expects.
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.JSONEncoder()))

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -106,4 +107,15 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 func TestAnEmptyNamespaceSelectorIsRefused(t *testing.T) {
 	err := run(Config{Namespaces: ""})
 	require.ErrorContains(t, err, "namespace-selector")
+}
+
+// TestVersionFlagPrintsTheBuild: --version asks for the build's version,
+// commit and Go version (internal/version), and nothing else runs.
+func TestVersionFlagPrintsTheBuild(t *testing.T) {
+	cfg, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--version"})
+	require.NoError(t, err)
+	require.True(t, cfg.Version)
+	out, err := exec.Command("go", "run", ".", "--version").Output()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(out), "podhealth-controller "), "%s", out)
 }

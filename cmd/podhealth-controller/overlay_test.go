@@ -107,3 +107,34 @@ func TestTheNamespaceComesApartFromTheBase(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryObjectCarriesTheRecommendedLabelsAndTheControllerStaysUp: each
+// object carries Kubernetes' recommended app.kubernetes.io labels; the
+// Deployment runs at the priority of cluster add-ons, since it is needed
+// most when capacity is lost; and a PodDisruptionBudget keeps one of its
+// two replicas through a drain.
+func TestEveryObjectCarriesTheRecommendedLabelsAndTheControllerStaysUp(t *testing.T) {
+	objs := render(t, "resources:\n- ../base\n")
+	var pdb, deployment map[string]any
+	for _, r := range objs.Resources() {
+		labels := r.GetLabels()
+		for _, key := range []string{"app.kubernetes.io/name", "app.kubernetes.io/component", "app.kubernetes.io/part-of", "app.kubernetes.io/managed-by"} {
+			require.NotEmpty(t, labels[key], "%s %s has no %s", r.GetKind(), r.GetName(), key)
+		}
+		m, err := r.Map()
+		require.NoError(t, err)
+		switch r.GetKind() {
+		case "PodDisruptionBudget":
+			pdb = m
+		case "Deployment":
+			deployment = m
+		}
+	}
+	require.NotNil(t, deployment)
+	require.NotNil(t, pdb, "no PodDisruptionBudget")
+	template := deployment["spec"].(map[string]any)["template"].(map[string]any)
+	require.Equal(t, "system-cluster-critical", template["spec"].(map[string]any)["priorityClassName"])
+	spec := pdb["spec"].(map[string]any)
+	require.EqualValues(t, 1, spec["minAvailable"])
+	require.Equal(t, template["metadata"].(map[string]any)["labels"], spec["selector"].(map[string]any)["matchLabels"], "the budget selects the Deployment's pods")
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/podhealth/podhealth/internal/version"
 	"github.com/podhealth/podhealth/podsource"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -132,11 +133,13 @@ func (o *options) command(ctx context.Context) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl podhealth"},
+		Version:       version.String("kubectl-podhealth"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.selectorSet = cmd.Flags().Changed("selector")
 			return o.run(ctx)
 		},
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.SetIn(o.streams.In)
 	cmd.SetOut(o.streams.Out)
 	cmd.SetErr(o.streams.ErrOut)

@@ -295,3 +295,13 @@ func TestHelpDocumentsTheExitCodes(t *testing.T) {
 		require.Contains(t, res.stdout, line)
 	}
 }
+
+// TestVersionPrintsTheBuildAndSendsNothing: --version names the plugin and
+// its build, exits 0 and sends no request.
+func TestVersionPrintsTheBuildAndSendsNothing(t *testing.T) {
+	client := newClient(t)
+	res := run(t, client, runOptions{}, "--version")
+	require.Equal(t, ExitNothingToDo, res.code)
+	require.True(t, strings.HasPrefix(res.stdout, "kubectl-podhealth "), res.stdout)
+	require.Empty(t, client.Actions(), "no request")
+}
