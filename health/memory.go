@@ -73,6 +73,7 @@ type Memory struct {
 	ring    []rememberedUID         // insertion order, oldest at head
 	head    int
 	size    int
+	shed    uint64 // UIDs forgotten for room before their TTL (see Shed)
 
 	// inflight holds the force deletes in progress, so that concurrent
 	// checks send one DELETE per pod.
@@ -128,6 +129,17 @@ func (m *Memory) len() int {
 	return m.size
 }
 
+// Shed returns how many force-deleted UIDs the Memory has forgotten for
+// room before their TTL ran out. While it grows, a cache that lags longer
+// than the Memory remembers may get a second DELETE for a pod (which the
+// UID precondition keeps harmless): raise MemoryOptions.Capacity.
+func (m *Memory) Shed() uint64 {
+	m.ready()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.shed
+}
+
 // remembers reports whether uid was force-deleted and has not expired at now.
 func (m *Memory) remembers(uid types.UID, now time.Time) bool {
 	m.mu.Lock()
@@ -157,6 +169,7 @@ func (m *Memory) remember(uid types.UID, now time.Time) {
 	}
 	if m.size == m.capacity {
 		m.dropOldestLocked()
+		m.shed++
 	}
 	expires := now.Add(m.ttl)
 	m.ring[(m.head+m.size)%m.capacity] = rememberedUID{uid: uid, expires: expires}

@@ -56,3 +56,18 @@ func TestMemoryZeroOptionsMeanDefaults(t *testing.T) {
 	require.True(t, m.Remembers("20", t0.Add(health.DefaultMemoryTTL-time.Nanosecond)))
 	require.False(t, m.Remembers("20", t0.Add(health.DefaultMemoryTTL)))
 }
+
+// TestMemoryShedCountsOnlyWhatItForgotForRoom: a UID pushed out by a full
+// Memory before its TTL counts as shed; one that expired and was swept
+// does not, and neither does the zero Memory's nothing.
+func TestMemoryShedCountsOnlyWhatItForgotForRoom(t *testing.T) {
+	m := health.NewMemory(health.MemoryOptions{Capacity: 2, TTL: time.Minute})
+	m.Remember("a", t0)
+	m.Remember("b", t0)
+	require.Zero(t, m.Shed())
+	m.Remember("c", t0.Add(time.Second)) // "a" goes for room
+	require.Equal(t, uint64(1), m.Shed())
+	m.Remember("d", t0.Add(2*time.Minute)) // "b" and "c" expired: swept, not shed
+	require.Equal(t, uint64(1), m.Shed())
+	require.Zero(t, new(health.Memory).Shed())
+}

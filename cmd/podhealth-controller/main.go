@@ -18,6 +18,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -44,6 +45,7 @@ type Config struct {
 	BreakerShare      float64
 	BreakerMin        int
 	BreakerRecheck    time.Duration
+	MemoryCapacity    int
 	LeaderElect       bool
 	LeaderElectionNS  string
 	MetricsAddr       string
@@ -51,6 +53,22 @@ type Config struct {
 	PprofAddr         string
 	MaxConcurrentWork int
 	Version           bool
+}
+
+// defaultMemoryCapacity is --memory-capacity's default: 16,384 pods, about
+// 3 MB, four times the library's default, since one Memory serves every
+// group of the cluster. The cluster-wide budget (20 a minute) fills at most
+// 200 of it in the Memory's 10 minutes; a cluster without a budget, or with
+// many pods stuck terminating at once, may need more.
+const defaultMemoryCapacity = 16384
+
+// memoryShed is podhealth_memory_shed_total: how many force-deleted pods
+// the shared Memory forgot for room before their time.
+func memoryShed(memory *health.Memory) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "podhealth", Name: "memory_shed_total",
+		Help: "Force-deleted pods that the controller's Memory forgot for room before its TTL; while it grows, raise --memory-capacity.",
+	}, func() float64 { return float64(memory.Shed()) })
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
@@ -62,6 +80,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.Float64Var(&c.BreakerShare, "breaker-unhealthy-share", 0.3, "share of not-Ready nodes (in the cluster or in a zone) at which all force deletes stop")
 	fs.IntVar(&c.BreakerMin, "breaker-min-unhealthy", 3, "fewest not-Ready nodes that stop all force deletes, so that one failed node of a small cluster does not")
 	fs.DurationVar(&c.BreakerRecheck, "breaker-recheck-interval", controller.DefaultBreakerRecheck, "how soon the groups the Breaker held back are judged again when no node or Lease event brings them back earlier")
+	fs.IntVar(&c.MemoryCapacity, "memory-capacity", defaultMemoryCapacity, "force-deleted pods (and pods first seen terminating) remembered for 10 minutes, so that a lagging cache gets no second DELETE; about 184 bytes each. Raise it while podhealth_memory_shed_total grows")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run as one of several replicas: only the leader acts")
 	fs.StringVar(&c.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease; empty means the controller's own namespace (in a cluster)")
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
@@ -81,6 +100,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		return c, errors.New("--breaker-unhealthy-share must be in (0, 1]")
 	case c.BreakerRecheck <= 0:
 		return c, errors.New("--breaker-recheck-interval must be positive")
+	case c.MemoryCapacity < 1:
+		return c, errors.New("--memory-capacity must be at least 1")
 	case c.BreakerMin < 1:
 		return c, errors.New("--breaker-min-unhealthy must be at least 1")
 	case c.MaxConcurrentWork < 1:
@@ -151,7 +172,12 @@ func run(cfg Config) error {
 	if err != nil {
 		return err
 	}
+	memory := health.NewMemory(health.MemoryOptions{Capacity: cfg.MemoryCapacity})
+	if err := ctrlmetrics.Registry.Register(memoryShed(memory)); err != nil {
+		return err
+	}
 	opts := controller.Options{
+		Memory:         memory,
 		Namespaces:     namespaces,
 		DryRun:         cfg.DryRun,
 		Breaker:        health.Breaker{UnhealthyShare: cfg.BreakerShare, MinUnhealthy: cfg.BreakerMin},

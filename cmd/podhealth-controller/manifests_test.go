@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 	"os/exec"
@@ -11,12 +12,18 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/fake"
 )
 
 func readManifest(t *testing.T, name string, into any) {
@@ -83,7 +90,7 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Config{
 		Namespaces: controller.EnabledLabel + "=true", MaxDeletes: 20, DeleteWindow: time.Minute,
-		BreakerShare: 0.3, BreakerMin: 3, BreakerRecheck: time.Minute, LeaderElect: true, MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4,
+		BreakerShare: 0.3, BreakerMin: 3, BreakerRecheck: time.Minute, MemoryCapacity: 16384, LeaderElect: true, MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4,
 	}, cfg)
 	for _, args := range [][]string{
 		{"--max-force-deletes=-1"},
@@ -94,6 +101,7 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 		{"--breaker-unhealthy-share=+Inf"},
 		{"--breaker-recheck-interval=0s"},
 		{"--breaker-recheck-interval=-1m"},
+		{"--memory-capacity=0"},
 		{"--breaker-min-unhealthy=0"},
 		{"--workers=0"},
 	} {
@@ -118,4 +126,25 @@ func TestVersionFlagPrintsTheBuild(t *testing.T) {
 	out, err := exec.Command("go", "run", ".", "--version").Output()
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(out), "podhealth-controller "), "%s", out)
+}
+
+// TestMemoryShedIsCountedForPrometheus: podhealth_memory_shed_total reads
+// the Memory that every group shares, so an admin sees when it is too
+// small for the cluster.
+func TestMemoryShedIsCountedForPrometheus(t *testing.T) {
+	memory := health.NewMemory(health.MemoryOptions{Capacity: 1})
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(memoryShed(memory)))
+	for _, uid := range []types.UID{"a", "b", "c"} {
+		src := fake.New(fake.Options{}, fake.TaintEvicted(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: string(uid), UID: uid}, Spec: corev1.PodSpec{NodeName: "lost"}}, time.Now().Add(-time.Hour)))
+		checker, err := health.New(src, src, health.Options{Memory: memory})
+		require.NoError(t, err)
+		_, err = checker.Check(context.Background())
+		require.NoError(t, err)
+	}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, families, 1)
+	require.Equal(t, "podhealth_memory_shed_total", families[0].GetName())
+	require.Equal(t, 2.0, families[0].Metric[0].GetCounter().GetValue(), "three force deletes in a Memory of one")
 }
