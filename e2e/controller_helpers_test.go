@@ -178,6 +178,9 @@ func startControllerReplica(t *testing.T, cp *harness.ControlPlane, name, kubeco
 		"--leader-elect=true",
 		"--leader-election-namespace=" + controllerNamespace,
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+		// The tests read the metrics in plain HTTP; the secure endpoint,
+		// the default, is checkSecureMetrics'.
+		"--metrics-secure=false",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--pprof-bind-address=127.0.0.1:" + strconv.Itoa(ports[2]),
 	}, extra...)

@@ -381,6 +381,8 @@ func TestControllerClearsDeadPodsOfUnmodifiedOperators(t *testing.T) {
 		t.Errorf("podhealth_held_back_total{reason=HeldForFencing} = %v, want the StatefulSet pod's holds", got)
 	}
 
+	checkSecureMetrics(ctx, t, cp, kubeconfig)
+
 	body := fmt.Sprintf("## podhealth-controller\n\n"+
 		"`TestControllerClearsDeadPodsOfUnmodifiedOperators`, %s: podhealth-controller (two replicas, leader election, the manifests' RBAC) next to operators without podhealth.\n\n"+
 		"| measured | value |\n|---|---|\n"+

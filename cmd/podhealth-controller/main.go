@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
@@ -49,10 +50,23 @@ type Config struct {
 	LeaderElect       bool
 	LeaderElectionNS  string
 	MetricsAddr       string
+	MetricsSecure     bool
 	ProbeAddr         string
 	PprofAddr         string
 	MaxConcurrentWork int
 	Version           bool
+}
+
+// metricsOptions serves /metrics as the flags say: by default over HTTPS,
+// behind the API server's authentication and authorization (TokenReview
+// and SubjectAccessReview, as kubebuilder's scaffold does), since the
+// metrics name namespaces, workloads and what the controller holds back.
+func metricsOptions(cfg Config) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: cfg.MetricsAddr, SecureServing: cfg.MetricsSecure}
+	if cfg.MetricsSecure {
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return opts
 }
 
 // defaultMemoryCapacity is --memory-capacity's default: 16,384 pods, about
@@ -83,7 +97,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.IntVar(&c.MemoryCapacity, "memory-capacity", defaultMemoryCapacity, "force-deleted pods (and pods first seen terminating) remembered for 10 minutes, so that a lagging cache gets no second DELETE; about 184 bytes each. Raise it while podhealth_memory_shed_total grows")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run as one of several replicas: only the leader acts")
 	fs.StringVar(&c.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease; empty means the controller's own namespace (in a cluster)")
-	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
+	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus /metrics endpoint; 0 disables it")
+	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS (a self-signed certificate) to clients whose token the API server accepts and that may get /metrics (the podhealth-controller-metrics-reader ClusterRole); false serves plain HTTP to anyone who reaches the port")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof/ endpoints, to see where the controller's memory and CPU go; 0 disables them")
 	fs.IntVar(&c.MaxConcurrentWork, "workers", 4, "owner groups judged at once")
@@ -151,7 +166,7 @@ func run(cfg Config) error {
 		// The leader gives up its Lease on a clean stop, so that the next
 		// replica takes over at once.
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		Metrics:                       metricsOptions(cfg),
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		PprofBindAddress:              cfg.PprofAddr,
 		Cache: cache.Options{

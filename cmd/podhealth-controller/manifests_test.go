@@ -40,6 +40,9 @@ func TestRolesInConfigAreWhatTheCodeSends(t *testing.T) {
 	var leader rbacv1.Role
 	readManifest(t, "leader_election_role.yaml", &leader)
 	require.Empty(t, cmp.Diff(controller.LeaderElectionRules(), leader.Rules))
+	var reader rbacv1.ClusterRole
+	readManifest(t, "metrics_reader_role.yaml", &reader)
+	require.Empty(t, cmp.Diff(controller.MetricsReaderRules(), reader.Rules))
 	var leases rbacv1.ClusterRole
 	readManifest(t, "node_lease_role.yaml", &leases)
 	require.Empty(t, cmp.Diff(controller.NodeLeaseRules(), leases.Rules))
@@ -90,7 +93,7 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Config{
 		Namespaces: controller.EnabledLabel + "=true", MaxDeletes: 20, DeleteWindow: time.Minute,
-		BreakerShare: 0.3, BreakerMin: 3, BreakerRecheck: time.Minute, MemoryCapacity: 16384, LeaderElect: true, MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4,
+		BreakerShare: 0.3, BreakerMin: 3, BreakerRecheck: time.Minute, MemoryCapacity: 16384, LeaderElect: true, MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4,
 	}, cfg)
 	for _, args := range [][]string{
 		{"--max-force-deletes=-1"},

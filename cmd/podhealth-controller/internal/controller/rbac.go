@@ -9,7 +9,8 @@ import (
 // (config/rbac/cluster_role.yaml holds them): it caches pods, nodes and
 // namespaces cluster-wide, force-deletes pods, reads a node and a claim
 // live to confirm that a node is gone or what a claim's access modes are,
-// and records events.k8s.io events.
+// records events.k8s.io events, and asks the API server who a client of
+// its secure /metrics endpoint is and whether it may read them.
 func ClusterRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "delete"}},
@@ -17,7 +18,15 @@ func ClusterRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}
+}
+
+// MetricsReaderRules are the rules of the ClusterRole that a client of
+// the secure /metrics endpoint needs (Prometheus' service account, say).
+func MetricsReaderRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
 }
 
 // LeaderElectionRules are the rules of the Role, in the controller's own

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/podhealth/podhealth/e2e/harness"
+)
+
+// checkSecureMetrics runs one more replica as the manifests run it, with
+// /metrics over HTTPS behind the API server's authentication and
+// authorization (--metrics-secure, the default), and reads its metrics
+// as three clients would: without a token (401), with the token of an
+// account that may not get /metrics (403), and with one bound to the
+// manifests' podhealth-controller-metrics-reader ClusterRole (200, the
+// podhealth metrics).
+func checkSecureMetrics(ctx context.Context, t *testing.T, cp *harness.ControlPlane, kubeconfig string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cp.StartController(t, bins, "secure", "--kubeconfig="+kubeconfig, "--leader-elect=true", "--leader-election-namespace="+controllerNamespace,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--health-probe-bind-address=127.0.0.1:0", "--metrics-secure=true")
+	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
+
+	c := cp.Client()
+	token := func(account string, reader bool) string {
+		t.Helper()
+		if _, err := c.CoreV1().ServiceAccounts(controllerNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: account}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if reader {
+			binding := &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: account},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "podhealth-controller-metrics-reader"},
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: controllerNamespace}},
+			}
+			if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tr, err := c.CoreV1().ServiceAccounts(controllerNamespace).CreateToken(ctx, account,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	// The replica's certificate is its own self-signed one.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(bearer string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	scraper, stranger := token("metrics-scraper", true), token("stranger", false)
+	var code int
+	var body string
+	if err := pollUntil(ctx, func() bool { code, body = get(scraper); return code == http.StatusOK }); err != nil {
+		t.Fatalf("the metrics reader's scrape of the secure endpoint: %d %s: %v", code, body, err)
+	}
+	if !strings.Contains(body, "podhealth_memory_shed_total") {
+		t.Errorf("the secure endpoint serves no podhealth metrics:\n%s", body)
+	}
+	if code, body := get(""); code != http.StatusUnauthorized {
+		t.Errorf("a scrape without a token: %d %s, want 401", code, body)
+	}
+	if code, body := get(stranger); code != http.StatusForbidden {
+		t.Errorf("a scrape by an account without podhealth-controller-metrics-reader: %d %s, want 403", code, body)
+	}
+}
