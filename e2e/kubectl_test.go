@@ -226,6 +226,13 @@ func TestScenarioKubectlPlugin(t *testing.T) {
 		}
 	case "pod default/db-0: already gone":
 		t.Logf("PodGC removed db-0 between the listing and the delete")
+	case "":
+		// PodGC removed db-0 between the listing and this run's own list
+		// (on a busy machine the runs are slow): nothing was left to do.
+		if forced.code != pluginNothingToDo {
+			t.Errorf("no output and exit code %d, want %d", forced.code, pluginNothingToDo)
+		}
+		t.Logf("PodGC removed db-0 before the force-delete run listed it")
 	default:
 		t.Errorf("the output ends with %q, want db-0 force-deleted", last)
 	}

@@ -16,6 +16,9 @@ import (
 // dependency a user meets. The adapter's doc once said its floors were
 // the root module's, which has no controller-runtime.
 func TestPackageDocsStateTheirModulesOwnFloors(t *testing.T) {
+	if os.Getenv("PODHEALTH_UPGRADED_COPY") != "" {
+		t.Skip("a copy upgraded to the newest releases: its go.mod states no floors")
+	}
 	root := filepath.Join("..", "..")
 	tests := []struct {
 		module, doc string
