@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"time"
@@ -54,6 +55,8 @@ type Config struct {
 	ProbeAddr         string
 	PprofAddr         string
 	MaxConcurrentWork int
+	KubeAPIQPS        float64
+	KubeAPIBurst      int
 	Version           bool
 }
 
@@ -102,6 +105,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof/ endpoints, to see where the controller's memory and CPU go; 0 disables them")
 	fs.IntVar(&c.MaxConcurrentWork, "workers", 4, "owner groups judged at once")
+	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 50, "requests a second to the API server, on average (controller-runtime's default, 20, makes the dead pods of many groups that a closing Breaker lets go wait their turn)")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 100, "requests to the API server in a burst")
 	fs.BoolVar(&c.Version, "version", false, "print the version, commit and Go version of this build, and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -121,6 +126,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		return c, errors.New("--breaker-min-unhealthy must be at least 1")
 	case c.MaxConcurrentWork < 1:
 		return c, errors.New("--workers must be at least 1")
+	case !(c.KubeAPIQPS > 0) || math.IsInf(c.KubeAPIQPS, 0):
+		return c, errors.New("--kube-api-qps must be a positive number")
+	case c.KubeAPIBurst < 1:
+		return c, errors.New("--kube-api-burst must be at least 1")
 	}
 	return c, nil
 }
@@ -159,7 +168,9 @@ func run(cfg Config) error {
 	if namespaces.Empty() {
 		return errors.New("--namespace-selector is empty: it would select every namespace; give a label")
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restConfig := ctrl.GetConfigOrDie()
+	restConfig.QPS, restConfig.Burst = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		LeaderElection:          cfg.LeaderElect,
 		LeaderElectionID:        "podhealth-controller",
 		LeaderElectionNamespace: cfg.LeaderElectionNS,

@@ -93,7 +93,7 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Config{
 		Namespaces: controller.EnabledLabel + "=true", MaxDeletes: 20, DeleteWindow: time.Minute,
-		BreakerShare: 0.3, BreakerMin: 3, BreakerRecheck: time.Minute, MemoryCapacity: 16384, LeaderElect: true, MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4,
+		BreakerShare: 0.3, BreakerMin: 3, BreakerRecheck: time.Minute, MemoryCapacity: 16384, LeaderElect: true, MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4, KubeAPIQPS: 50, KubeAPIBurst: 100,
 	}, cfg)
 	for _, args := range [][]string{
 		{"--max-force-deletes=-1"},
@@ -105,6 +105,9 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 		{"--breaker-recheck-interval=0s"},
 		{"--breaker-recheck-interval=-1m"},
 		{"--memory-capacity=0"},
+		{"--kube-api-qps=0"},
+		{"--kube-api-qps=NaN"},
+		{"--kube-api-burst=0"},
 		{"--breaker-min-unhealthy=0"},
 		{"--workers=0"},
 	} {
