@@ -98,8 +98,9 @@ func scaleNodesWithMostDeadPods(ctx context.Context, t *testing.T, c kubernetes.
 // one), so that only a broken controller fails them. On a machine busy
 // with a second CI run, the one-node p99 measured 1.45 s.
 const (
-	scaleCPUBound  = 0.5
-	scaleGoneBound = 10 * time.Second
+	scaleCPUBound      = 0.5
+	scaleGoneBound     = 10 * time.Second
+	scaleRecoveryBound = 45 * time.Second
 )
 
 func scalePod(ns, name, owner, node string) *corev1.Pod {
@@ -191,7 +192,7 @@ func TestControllerAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	replica := startControllerReplica(t, cp, "a", controllerKubeconfig(ctx, t, cp),
-		"--breaker-unhealthy-share=0.3", "--breaker-min-unhealthy=3", "--max-force-deletes=0")
+		"--breaker-unhealthy-share=0.3", "--breaker-min-unhealthy=3", "--max-force-deletes=0", "--breaker-recheck-interval=10m")
 	if err := pollUntil(ctx, func() bool {
 		_, ok := httpGet(ctx, replica.probeURL+"/readyz")
 		return ok && logLinesWith(replica.op, "Successfully acquired lease") == 1
@@ -434,8 +435,12 @@ func TestControllerAtScale(t *testing.T) {
 	recoveryGone, recoveryAfterClose := goneAt.Sub(recoveredAt), max(goneAt.Sub(closedAt), 0)
 	t.Logf("%d of %d failed nodes recovering: the Breaker metric 0 after %v; the %d dead pods of the %d nodes still down gone %v after the recovery began, %v after the metric said 0",
 		down-len(stillDown), down, closedAt.Sub(recoveredAt).Round(time.Millisecond), len(dead), len(stillDown), recoveryGone.Round(time.Millisecond), recoveryAfterClose.Round(time.Millisecond))
-	if recoveryAfterClose > 5*time.Second {
-		t.Errorf("the dead pods of the nodes still down were gone %v after podhealth_breaker_open returned to 0, want within 5 s", recoveryAfterClose)
+	// The goal, 5 s, is a figure (quiet: 1.3 s for 109 pods); on a machine
+	// busy with a second CI run it measured 13.4 s. The bound proves the
+	// way back: it is below the re-check interval (raised to 10 minutes
+	// for this test), so only the node and Lease events can meet it.
+	if recoveryAfterClose > scaleRecoveryBound {
+		t.Errorf("the dead pods of the nodes still down were gone %v after podhealth_breaker_open returned to 0, past the bound %v (goal 5 s)", recoveryAfterClose, scaleRecoveryBound)
 	}
 	if err := pollUntil(ctx, func() bool { return scaleReadyNodes(ctx, c) == size.nodes-len(stillDown) }); err != nil {
 		t.Fatal(err)
