@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -82,9 +82,9 @@ const DefaultBreakerRecheck = time.Minute
 type Manager = podhealthcr.Manager
 
 // Reconciler reconciles one owner group per request: the request's
-// namespace, and as its name the owner's kind, API group and name ("ReplicaSet.apps/web-7d9f")
-// or "Pod/<name>" for a pod without an owner (see GroupOf). It is safe for
-// concurrent use.
+// namespace, and as its name the owner's kind, API group and name
+// ("ReplicaSet.apps/web-7d9f") or "Pod/<name>" for a pod without an owner
+// (see GroupOf). It is safe for concurrent use.
 type Reconciler struct {
 	cache      client.Client
 	namespaces labels.Selector
@@ -159,20 +159,12 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 func GroupOf(pod *corev1.Pod) types.NamespacedName {
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		kind := ref.Kind
-		if group := apiGroup(ref.APIVersion); group != "" {
+		if group := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).Group; group != "" {
 			kind += "." + group
 		}
 		return types.NamespacedName{Namespace: pod.Namespace, Name: kind + "/" + ref.Name}
 	}
 	return types.NamespacedName{Namespace: pod.Namespace, Name: barePod + "/" + pod.Name}
-}
-
-// apiGroup is the group of an apiVersion ("apps/v1": "apps"; "v1": "").
-func apiGroup(apiVersion string) string {
-	if i := strings.LastIndex(apiVersion, "/"); i >= 0 {
-		return apiVersion[:i]
-	}
-	return ""
 }
 
 // Reconcile judges the group's pods and force-deletes the dead ones that
