@@ -133,10 +133,11 @@ func run() error {
 
 // build compiles the controller for one platform: static, with no paths
 // or build IDs of this machine, and with the commit stamped by the go
-// command's VCS stamping (podhealth-controller --version prints it).
+// command's VCS stamping (podhealth-controller --version prints it), asked
+// for explicitly: GOFLAGS=-buildvcs=false in the environment would drop it.
 func build(ctx context.Context, root, scratch, goos, goarch string) ([]byte, error) {
 	out := filepath.Join(scratch, "podhealth-controller-"+goos+"-"+goarch)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", out, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-ldflags=-s -w -buildid=", "-o", out, ".")
 	cmd.Dir = filepath.Join(root, "cmd", "podhealth-controller")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOWORK=off")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
