@@ -88,6 +88,23 @@ func memoryShed(memory *health.Memory) prometheus.Collector {
 	}, func() float64 { return float64(memory.Shed()) })
 }
 
+// fencingHolds are podhealth_fencing_held_pods and
+// podhealth_fencing_held_oldest_seconds: the dead pods that wait for fencing
+// evidence (a StatefulSet's, or one with a ReadWriteOnce claim) and how long
+// the oldest has waited, so that an alert tells the admin to fence a node.
+func fencingHolds(holds func() (pods int, oldest time.Duration)) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "podhealth", Name: "fencing_held_pods",
+			Help: "Dead pods whose last check held them back for fencing evidence: their node must be deleted, or tainted out-of-service once powered off.",
+		}, func() float64 { pods, _ := holds(); return float64(pods) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "podhealth", Name: "fencing_held_oldest_seconds",
+			Help: "How long the dead pod held back for fencing longest has been held (0 when none is).",
+		}, func() float64 { _, oldest := holds(); return oldest.Seconds() }),
+	}
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	var c Config
 	fs.StringVar(&c.Namespaces, "namespace-selector", controller.EnabledLabel+"=true", "label selector of the namespaces to act in; nothing else is ever touched (an empty selector is refused)")
@@ -219,6 +236,11 @@ func run(cfg Config) error {
 	r, err := controller.New(mgr, opts)
 	if err != nil {
 		return err
+	}
+	for _, c := range fencingHolds(r.FencingHolds) {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return err
+		}
 	}
 	if err := r.SetupWithManager(mgr, cfg.MaxConcurrentWork); err != nil {
 		return err

@@ -18,12 +18,14 @@ import (
 func render(t *testing.T, overlay string) resmap.ResMap {
 	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	files, err := filepath.Glob(filepath.Join("config", "*.yaml"))
-	require.NoError(t, err)
-	for _, f := range files {
-		data, err := os.ReadFile(f)
+	for _, dir := range []string{"", "monitoring"} {
+		files, err := filepath.Glob(filepath.Join("config", dir, "*.*"))
 		require.NoError(t, err)
-		require.NoError(t, fs.WriteFile(filepath.Join("/base", filepath.Base(f)), data))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			require.NoError(t, fs.WriteFile(filepath.Join("/base", dir, filepath.Base(f)), data))
+		}
 	}
 	require.NoError(t, fs.WriteFile("/overlay/kustomization.yaml", []byte(overlay)))
 	objs, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/overlay")
@@ -92,6 +94,53 @@ images:
 	require.Equal(t, []string{"ClusterRoleBinding ops-podhealth-controller-node-leases"}, leaseReaders)
 }
 
+// TestTheMonitoringComponentFollowsTheOverlay: the monitoring component
+// (config/monitoring) lands in the overlay's namespace, its ServiceMonitor
+// still selects the metrics Service by labels a name prefix leaves alone,
+// and the dashboard's ConfigMap carries the label Grafana's sidecar loads.
+func TestTheMonitoringComponentFollowsTheOverlay(t *testing.T) {
+	objs := render(t, `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: platform-ops
+namePrefix: ops-
+resources:
+- ../base
+components:
+- ../base/monitoring
+`)
+	dashboard, err := os.ReadFile(filepath.Join("config", "monitoring", "dashboard.json"))
+	require.NoError(t, err)
+	found := map[string]bool{}
+	var serviceLabels, selector map[string]any
+	for _, r := range objs.Resources() {
+		m, err := r.Map()
+		require.NoError(t, err)
+		switch r.GetKind() {
+		case "ServiceMonitor", "PrometheusRule", "ConfigMap":
+			require.Equal(t, "platform-ops", r.GetNamespace(), r.GetKind())
+			found[r.GetKind()+" "+r.GetName()] = true
+		case "Service":
+			serviceLabels = m["metadata"].(map[string]any)["labels"].(map[string]any)
+		}
+		switch r.GetKind() {
+		case "ServiceMonitor":
+			selector = m["spec"].(map[string]any)["selector"].(map[string]any)["matchLabels"].(map[string]any)
+		case "ConfigMap":
+			require.Equal(t, "1", r.GetLabels()["grafana_dashboard"])
+			require.Equal(t, string(dashboard), m["data"].(map[string]any)["dashboard.json"])
+		}
+	}
+	require.Equal(t, map[string]bool{
+		"ServiceMonitor ops-podhealth-controller":      true,
+		"PrometheusRule ops-podhealth-controller":      true,
+		"ConfigMap ops-podhealth-controller-dashboard": true,
+	}, found)
+	require.NotEmpty(t, selector)
+	for k, v := range selector {
+		require.Equal(t, v, serviceLabels[k], "the ServiceMonitor selects the metrics Service by %s", k)
+	}
+}
+
 // TestTheNamespaceComesApartFromTheBase: config/namespace creates
 // podhealth-system, the namespace the base's objects name, on its own.
 func TestTheNamespaceComesApartFromTheBase(t *testing.T) {
@@ -114,7 +163,7 @@ func TestTheNamespaceComesApartFromTheBase(t *testing.T) {
 // most when capacity is lost; and a PodDisruptionBudget keeps one of its
 // two replicas through a drain.
 func TestEveryObjectCarriesTheRecommendedLabelsAndTheControllerStaysUp(t *testing.T) {
-	objs := render(t, "resources:\n- ../base\n")
+	objs := render(t, "resources:\n- ../base\ncomponents:\n- ../base/monitoring\n")
 	var pdb, deployment map[string]any
 	for _, r := range objs.Resources() {
 		labels := r.GetLabels()

@@ -60,8 +60,9 @@ type Options struct {
 	Recorder events.EventRecorder
 	// Memory is shared by every group's checker. Nil means a new one.
 	Memory *health.Memory
-	// Clock measures how old the node Leases are for the Breaker. Nil
-	// means the real clock.
+	// Clock measures how old the node Leases are for the Breaker, and how
+	// long pods have been held for fencing (FencingHolds). Nil means the
+	// real clock.
 	Clock clock.PassiveClock
 	// BreakerRecheck is how soon a group that the Breaker held back is
 	// judged again when no event brings it back earlier (see
@@ -99,6 +100,11 @@ type Reconciler struct {
 	// the events that can close the Breaker enqueue them again.
 	heldMu      sync.Mutex
 	breakerHeld map[types.NamespacedName]struct{}
+	// fencingHeld are, per group, the pods its last check held back for
+	// fencing, with when a check first did: podhealth_fencing_held_pods
+	// and the age of the oldest, which alert rules read.
+	fencingHeld map[types.NamespacedName]map[types.UID]time.Time
+	clock       clock.PassiveClock
 }
 
 // New returns a Reconciler over mgr.
@@ -144,7 +150,7 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory,
 		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}, recheck: recheck,
-		breakerHeld: make(map[types.NamespacedName]struct{})}
+		breakerHeld: make(map[types.NamespacedName]struct{}), fencingHeld: make(map[types.NamespacedName]map[types.UID]time.Time), clock: now}
 	// Build one checker now, so that bad options fail at start.
 	if _, err := r.checker(logr.Discard(), nil, nil); err != nil {
 		return nil, err
@@ -173,7 +179,7 @@ func GroupOf(pod *corev1.Pod) types.NamespacedName {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	enabled, err := r.enabled(ctx, req.Namespace)
 	if err != nil || !enabled {
-		r.heldByBreaker(req.NamespacedName, false)
+		r.forgetHolds(req.NamespacedName)
 		return ctrl.Result{}, err
 	}
 	var list corev1.PodList
@@ -187,7 +193,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	if len(pods) == 0 {
-		r.heldByBreaker(req.NamespacedName, false)
+		r.forgetHolds(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	deleter, err := podhealthcr.NewDeleter(r.cache, req.Namespace, podsource.WholeNamespace())
@@ -209,13 +215,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // latest.
 func (r *Reconciler) retryAfter(group types.NamespacedName, report health.Report) time.Duration {
 	held := false
+	var fencing []types.UID
 	for i := range report.Pods {
-		if report.Pods[i].HeldBack.Reason == health.HeldByBreaker {
+		switch p := &report.Pods[i]; p.HeldBack.Reason {
+		case health.HeldByBreaker:
 			held = true
-			break
+		case health.HeldForFencing:
+			if p.Pod != nil {
+				fencing = append(fencing, p.Pod.UID)
+			}
 		}
 	}
 	r.heldByBreaker(group, held)
+	r.heldForFencing(group, fencing)
 	after := report.RetryAfter
 	if held && (after == 0 || r.recheck < after) {
 		after = r.recheck
@@ -233,6 +245,52 @@ func (r *Reconciler) heldByBreaker(group types.NamespacedName, held bool) {
 	} else {
 		delete(r.breakerHeld, group)
 	}
+}
+
+// heldForFencing records the pods of the group that its last check held
+// back for fencing; a pod held before keeps the time it was first held.
+func (r *Reconciler) heldForFencing(group types.NamespacedName, uids []types.UID) {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	if len(uids) == 0 {
+		delete(r.fencingHeld, group)
+		return
+	}
+	before, now := r.fencingHeld[group], r.clock.Now()
+	held := make(map[types.UID]time.Time, len(uids))
+	for _, uid := range uids {
+		since, ok := before[uid]
+		if !ok {
+			since = now
+		}
+		held[uid] = since
+	}
+	r.fencingHeld[group] = held
+}
+
+// forgetHolds drops what the group's last check held back: it has no pods
+// left, or its namespace is no longer opted in.
+func (r *Reconciler) forgetHolds(group types.NamespacedName) {
+	r.heldByBreaker(group, false)
+	r.heldForFencing(group, nil)
+}
+
+// FencingHolds returns how many pods the last checks of their groups held
+// back for fencing, and how long the one held longest has been (0 for
+// none). It is safe for concurrent use.
+func (r *Reconciler) FencingHolds() (pods int, oldest time.Duration) {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	now := r.clock.Now()
+	for _, held := range r.fencingHeld {
+		for _, since := range held {
+			pods++
+			if age := now.Sub(since); age > oldest {
+				oldest = age
+			}
+		}
+	}
+	return pods, oldest
 }
 
 // breakerHeldGroups returns the groups whose last check the Breaker held

@@ -627,3 +627,46 @@ func TestALabelledNamespaceBeingDeletedStaysOptedIn(t *testing.T) {
 	reconcileAll(t, r, dead)
 	require.Equal(t, []string{"shop/web-1"}, *m.deletes)
 }
+
+// TestAFencingHoldIsCountedFromItsFirstCheckUntilItsPodGoes: the pods held
+// back for fencing, which podhealth_fencing_held_pods and the age of the
+// oldest report (an alert rule reads them), keep the time a check first
+// held them across later checks, and leave the count when the fencing
+// evidence lets them go or their namespace opts out.
+func TestAFencingHoldIsCountedFromItsFirstCheckUntilItsPodGoes(t *testing.T) {
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := clocktesting.NewFakePassiveClock(start)
+	sts := evicted("shop", "db-0", "lost", "StatefulSet", "db")
+	queue := evicted("tools", "mq-0", "lost", "StatefulSet", "mq")
+	m := newFakeManager(t, namespace("shop", true), namespace("tools", true), node("lost", corev1.ConditionUnknown, unreachable), sts, queue)
+	r, err := New(m, Options{Clock: clock})
+	require.NoError(t, err)
+	pods, oldest := r.FencingHolds()
+	require.Zero(t, pods)
+	require.Zero(t, oldest)
+
+	reconcileAll(t, r, sts)
+	clock.SetTime(start.Add(5 * time.Minute))
+	reconcileAll(t, r, sts, queue)
+	pods, oldest = r.FencingHolds()
+	require.Equal(t, 2, pods)
+	require.Equal(t, 5*time.Minute, oldest, "db-0 keeps the time of the first check that held it")
+
+	var tools corev1.Namespace
+	require.NoError(t, m.client.Get(context.Background(), client.ObjectKey{Name: "tools"}, &tools))
+	tools.Labels = nil
+	require.NoError(t, m.client.Update(context.Background(), &tools))
+	reconcileAll(t, r, queue)
+	pods, _ = r.FencingHolds()
+	require.Equal(t, 1, pods, "a namespace that opted out holds nothing for podhealth")
+
+	var lost corev1.Node
+	require.NoError(t, m.client.Get(context.Background(), client.ObjectKey{Name: "lost"}, &lost))
+	lost.Spec.Taints = append(lost.Spec.Taints, outOfService)
+	require.NoError(t, m.client.Update(context.Background(), &lost))
+	reconcileAll(t, r, sts)
+	require.False(t, exists(t, m, sts), "the out-of-service taint fences the node")
+	pods, oldest = r.FencingHolds()
+	require.Zero(t, pods)
+	require.Zero(t, oldest)
+}
