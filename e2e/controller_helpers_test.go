@@ -32,9 +32,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/podhealth/podhealth/e2e/harness"
+	"github.com/podhealth/podhealth/internal/release/manifests"
 )
 
 // controllerConfigDir is podhealth-controller's kustomize folder, from the
@@ -93,11 +96,104 @@ func kustomizationObjects(t *testing.T, dir string) []*unstructured.Unstructured
 	return objs
 }
 
+// namespacedManifests renders, with kustomize, the namespaced mode as
+// docs/controller.md's overlay writes it: the base and config/namespaced,
+// the names prefixed with prefix (so that it can sit next to the base in
+// one cluster), and one RoleBinding per namespace watched.
+func namespacedManifests(t *testing.T, prefix string, watched []string) []*unstructured.Unstructured {
+	t.Helper()
+	fs := filesys.MakeFsInMemory()
+	for _, dir := range []string{"", "namespaced"} {
+		files, err := filepath.Glob(filepath.Join(controllerConfigDir, dir, "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fs.WriteFile(filepath.Join("/base", dir, filepath.Base(f)), data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	overlay := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamePrefix: " + prefix + "\nresources:\n- ../base\n- watched\ncomponents:\n- ../base/namespaced\n" +
+		"patches:\n- target:\n    kind: Deployment\n    name: podhealth-controller\n  patch: |-\n    - op: add\n      path: /spec/template/spec/containers/0/args/-\n      value: --watch-namespaces=" + strings.Join(watched, ",") + "\n"
+	watchedList := "resources:\n"
+	for _, ns := range watched {
+		watchedList += "- " + ns + ".yaml\n"
+		binding := "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: podhealth-controller\n  namespace: " + ns + "\n" +
+			"roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: podhealth-controller-namespace\n" +
+			"subjects:\n- kind: ServiceAccount\n  name: podhealth-controller\n  namespace: " + controllerNamespace + "\n"
+		if err := fs.WriteFile("/overlay/watched/"+ns+".yaml", []byte(binding)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range map[string]string{"/overlay/kustomization.yaml": overlay, "/overlay/watched/kustomization.yaml": watchedList} {
+		if err := fs.WriteFile(name, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/overlay")
+	if err != nil {
+		t.Fatalf("kustomize build of the namespaced overlay: %v", err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range resources.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	return objs
+}
+
+// chartDir is podhealth-controller's Helm chart, from the e2e module.
+var chartDir = filepath.Join("..", "charts", "podhealth-controller")
+
+// applyTheOtherInstalls applies, as server-side dry runs (the API server
+// validates and admits each object and stores nothing), what else an
+// admin installs podhealth-controller from: a release's install file
+// (its image pinned by a digest), and the Helm chart at its defaults and
+// in the namespaced mode for the namespaces watched, which must exist.
+func applyTheOtherInstalls(ctx context.Context, t *testing.T, cp *harness.ControlPlane, watched ...string) {
+	t.Helper()
+	install, err := manifests.Install(controllerConfigDir, "registry.example/podhealth-controller:v0.0.0@sha256:"+strings.Repeat("0f", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifests.Decode(install)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyObjects(ctx, t, cp, objs, true)
+	watchedValues := make([]any, len(watched))
+	for i, ns := range watched {
+		watchedValues[i] = ns
+	}
+	for _, values := range []map[string]any{nil, {"watchNamespaces": watchedValues}} {
+		objs, err := manifests.Chart(chartDir, controllerNamespace, values)
+		if err != nil {
+			t.Fatalf("the chart with values %v: %v", values, err)
+		}
+		applyObjects(ctx, t, cp, objs, true)
+	}
+}
+
 // applyControllerManifests applies the manifests server-side: for real
 // when dryRun is false, else with dryRun=All (the API server validates and
 // admits each object, and stores nothing). The Deployment is applied as a
 // dry run only: there is no kubelet to run its image.
 func applyControllerManifests(ctx context.Context, t *testing.T, cp *harness.ControlPlane, dryRun bool) {
+	t.Helper()
+	applyObjects(ctx, t, cp, controllerManifests(t), dryRun)
+}
+
+// applyObjects applies objs server-side in their order, as
+// applyControllerManifests does.
+func applyObjects(ctx context.Context, t *testing.T, cp *harness.ControlPlane, objs []*unstructured.Unstructured, dryRun bool) {
 	t.Helper()
 	config := cp.RESTConfig()
 	dyn, err := dynamic.NewForConfig(config)
@@ -109,7 +205,7 @@ func applyControllerManifests(ctx context.Context, t *testing.T, cp *harness.Con
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
-	for _, obj := range controllerManifests(t) {
+	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
@@ -135,17 +231,24 @@ func applyControllerManifests(ctx context.Context, t *testing.T, cp *harness.Con
 // that the controller runs with exactly the manifests' RBAC.
 func controllerKubeconfig(ctx context.Context, t *testing.T, cp *harness.ControlPlane) string {
 	t.Helper()
-	tr, err := cp.Client().CoreV1().ServiceAccounts(controllerNamespace).CreateToken(ctx, controllerAccount,
+	return accountKubeconfig(ctx, t, cp, controllerAccount)
+}
+
+// accountKubeconfig is controllerKubeconfig for the service account of
+// that name in the manifests' namespace.
+func accountKubeconfig(ctx context.Context, t *testing.T, cp *harness.ControlPlane, account string) string {
+	t.Helper()
+	tr, err := cp.Client().CoreV1().ServiceAccounts(controllerNamespace).CreateToken(ctx, account,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("a token for %s/%s: %v", controllerNamespace, controllerAccount, err)
+		t.Fatalf("a token for %s/%s: %v", controllerNamespace, account, err)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cp.APIServerURL(), InsecureSkipTLSVerify: true}
 	cfg.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "controller", Namespace: controllerNamespace}
 	cfg.CurrentContext = "e2e"
-	path := filepath.Join(t.TempDir(), "controller.kubeconfig")
+	path := filepath.Join(t.TempDir(), account+".kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}

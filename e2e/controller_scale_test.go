@@ -256,6 +256,8 @@ func TestControllerAtScale(t *testing.T) {
 		}
 	}
 
+	nsRSS, nsHeap := scaleNamespacedMode(ctx, t, cp, "shop-000")
+
 	// One node fails.
 	failed := nodes[0]
 	failed.Fail()
@@ -465,13 +467,14 @@ func TestControllerAtScale(t *testing.T) {
 		"| steady state: CPU over %v | %.4f cores | 0.05 |\n"+
 		"| steady state: resident memory (its peak, at the first list of every pod; the live Go heap) | %d MiB (peak %d MiB; heap %d MiB) | 300 MiB |\n"+
 		"| steady state: API writes (leader election's Lease renewals left out) | %d | 0 |\n"+
+		"| the namespaced mode (`--watch-namespaces`, a Role in one namespace of %d, %d pods): resident memory (the live Go heap) | %d MiB (heap %d MiB) | |\n"+
 		"| one node fails: its %d dead pods gone after the taint-eviction controller's DELETE | p50 %s, p99 %s | p99 250 ms |\n"+
 		"| the controller's share of it: the DELETE seen to its force DELETE received | p50 %s, p99 %s | |\n"+
 		"| the same pods, gone after DisruptionTarget (the controller-manager's 20 requests/s come between) | p50 %s, p99 %s | |\n"+
 		"| %d of %d nodes fail: force deletes while the breaker is open | %d (podhealth_breaker_open 1, %v checks held back; %d before it opened) | 0 |\n"+
 		"| then all but %d recover: the %d dead pods of the nodes still down gone after the first is back; after podhealth_breaker_open returned to 0 | %s; %s | within 5 s of the metric |\n",
 		size.name, scaleEnv, time.Now().UTC().Format("2006-01-02"), size.nodes, size.heartbeat, size.pods, size.namespaces, scalePodsPerOwner,
-		window, cores, rss>>20, peak>>20, liveHeap>>20, scaleNonLease(steadyWrites), len(fromDeletion), figMs(median), figMs(p99), figMs(medianShare), figMs(p99Share), figMs(medianCondition), figMs(p99Condition),
+		window, cores, rss>>20, peak>>20, liveHeap>>20, scaleNonLease(steadyWrites), size.namespaces, size.pods/size.namespaces, nsRSS>>20, nsHeap>>20, len(fromDeletion), figMs(median), figMs(p99), figMs(medianShare), figMs(p99Share), figMs(medianCondition), figMs(p99Condition),
 		down, size.nodes, breakerDeletes, heldByBreaker, before,
 		len(stillDown), len(dead), figMs(recoveryGone), figMs(recoveryAfterClose))
 	t.Log("\n" + body)
@@ -481,6 +484,49 @@ func TestControllerAtScale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// scaleNamespacedMode runs a second podhealth-controller in the namespaced
+// mode, installed as docs/controller.md's overlay installs it (prefixed
+// "ns-", so that it sits next to the first): a RoleBinding in namespace
+// only and a ClusterRole that reads nodes. It must get ready (its caches
+// synced) with those rights alone, which a cache of every pod or a watch
+// of Namespaces would not, and without one "forbidden" in its log. It
+// runs in dry run and without leader election, so that it never acts for
+// the first; it returns its resident memory and live Go heap once
+// settled, and stops.
+func scaleNamespacedMode(ctx context.Context, t *testing.T, cp *harness.ControlPlane, namespace string) (rss, liveHeap int64) {
+	t.Helper()
+	applyObjects(ctx, t, cp, namespacedManifests(t, "ns-", []string{namespace}), false)
+	replica := startControllerReplica(t, cp, "namespaced", accountKubeconfig(ctx, t, cp, "ns-"+controllerAccount),
+		"--watch-namespaces="+namespace, "--leader-elect=false", "--dry-run")
+	defer func() {
+		if err := replica.op.Stop(); err != nil {
+			t.Errorf("stopping the namespaced controller: %v", err)
+		}
+	}()
+	// Its caches sync in seconds, or never (a request its RBAC refuses):
+	// two minutes tell.
+	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := pollUntil(readyCtx, func() bool {
+		_, ok := httpGet(readyCtx, replica.probeURL+"/readyz")
+		return ok
+	}); err != nil {
+		t.Fatalf("the namespaced controller did not get ready with a Role in %s and a read-only ClusterRole: %v\n%s", namespace, err, replica.op.Log())
+	}
+	time.Sleep(15 * time.Second)
+	if lines := replica.op.LogLines("forbidden"); len(lines) > 0 {
+		t.Errorf("the namespaced controller was refused requests its RBAC does not grant:\n%s", strings.Join(lines, "\n"))
+	}
+	rss, err := procStatus(replica.op.Pid(), "VmRSS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := httpGet(ctx, replica.metricsURL)
+	liveHeap = int64(metricValue(t, text, "go_gc_heap_live_bytes", nil))
+	t.Logf("the namespaced mode, %s only: RSS %d MiB, live heap %d MiB", namespace, rss>>20, liveHeap>>20)
+	return rss, liveHeap
 }
 
 func scaleReadyNodes(ctx context.Context, c kubernetes.Interface) int {

@@ -83,6 +83,7 @@ func TestControllerClearsDeadPodsOfUnmodifiedOperators(t *testing.T) {
 		}
 	}
 	applyControllerManifests(ctx, t, cp, false)
+	applyTheOtherInstalls(ctx, t, cp, shop, legacy)
 	kubeconfig := controllerKubeconfig(ctx, t, cp)
 
 	var target, p1Target atomic.Value

@@ -17,12 +17,14 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,6 +43,7 @@ import (
 // Config is what the flags set.
 type Config struct {
 	Namespaces        string
+	WatchNamespaces   []string // the namespaced mode's namespaces; nil means cluster-wide
 	DryRun            bool
 	MaxDeletes        int
 	DeleteWindow      time.Duration
@@ -108,6 +111,8 @@ func fencingHolds(holds func() (pods int, oldest time.Duration)) []prometheus.Co
 func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	var c Config
 	fs.StringVar(&c.Namespaces, "namespace-selector", controller.EnabledLabel+"=true", "label selector of the namespaces to act in; nothing else is ever touched (an empty selector is refused)")
+	var watch string
+	fs.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces to act in, and the only pods cached (the namespaced mode: a Role in each namespace and a read-only ClusterRole for nodes suffice); empty means the namespaces --namespace-selector selects, cluster-wide")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "report (log, events, metrics) what would be force-deleted, and delete nothing")
 	fs.IntVar(&c.MaxDeletes, "max-force-deletes", 20, "force deletes allowed per --force-delete-window over the whole cluster; 0 means no limit")
 	fs.DurationVar(&c.DeleteWindow, "force-delete-window", time.Minute, "the window of --max-force-deletes")
@@ -127,6 +132,26 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.BoolVar(&c.Version, "version", false, "print the version, commit and Go version of this build, and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if watch != "" {
+		selectorSet := false
+		fs.Visit(func(f *flag.Flag) { selectorSet = selectorSet || f.Name == "namespace-selector" })
+		if selectorSet {
+			return c, errors.New("--watch-namespaces with --namespace-selector: the selector would do nothing, since the namespaces named are the ones acted in")
+		}
+		seen := map[string]bool{}
+		for _, ns := range strings.Split(watch, ",") {
+			ns = strings.TrimSpace(ns)
+			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+				return c, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+			}
+			if seen[ns] {
+				return c, fmt.Errorf("--watch-namespaces: %q is named twice", ns)
+			}
+			seen[ns] = true
+			c.WatchNamespaces = append(c.WatchNamespaces, ns)
+		}
+		c.Namespaces = ""
 	}
 	switch {
 	case c.MaxDeletes < 0:
@@ -178,12 +203,24 @@ func main() {
 }
 
 func run(cfg Config) error {
-	namespaces, err := labels.Parse(cfg.Namespaces)
-	if err != nil {
-		return fmt.Errorf("--namespace-selector: %w", err)
+	var namespaces labels.Selector
+	if len(cfg.WatchNamespaces) == 0 {
+		var err error
+		if namespaces, err = labels.Parse(cfg.Namespaces); err != nil {
+			return fmt.Errorf("--namespace-selector: %w", err)
+		}
+		if namespaces.Empty() {
+			return errors.New("--namespace-selector is empty: it would select every namespace; give a label")
+		}
 	}
-	if namespaces.Empty() {
-		return errors.New("--namespace-selector is empty: it would select every namespace; give a label")
+	// The pods of the namespaced mode's namespaces only; else of every
+	// namespace.
+	pods := cache.ByObject{Transform: controller.Transform}
+	if len(cfg.WatchNamespaces) > 0 {
+		pods.Namespaces = map[string]cache.Config{}
+		for _, ns := range cfg.WatchNamespaces {
+			pods.Namespaces[ns] = cache.Config{}
+		}
 	}
 	restConfig := ctrl.GetConfigOrDie()
 	restConfig.QPS, restConfig.Burst = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst
@@ -198,10 +235,10 @@ func run(cfg Config) error {
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		PprofBindAddress:              cfg.PprofAddr,
 		Cache: cache.Options{
-			// Pods and nodes are cached cluster-wide: keep only what the
-			// rules read.
+			// Pods (cluster-wide, or the namespaced mode's) and nodes:
+			// keep only what the rules read.
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}:  {Transform: controller.Transform},
+				&corev1.Pod{}:  pods,
 				&corev1.Node{}: {Transform: controller.Transform},
 				// The Breaker's node heartbeats: the node Leases only.
 				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{corev1.NamespaceNodeLease: {}}, Transform: controller.Transform},
@@ -220,13 +257,14 @@ func run(cfg Config) error {
 		return err
 	}
 	opts := controller.Options{
-		Memory:         memory,
-		Namespaces:     namespaces,
-		DryRun:         cfg.DryRun,
-		Breaker:        health.Breaker{UnhealthyShare: cfg.BreakerShare, MinUnhealthy: cfg.BreakerMin},
-		BreakerRecheck: cfg.BreakerRecheck,
-		Observer:       observer,
-		Recorder:       mgr.GetEventRecorder("podhealth-controller"),
+		Memory:          memory,
+		Namespaces:      namespaces,
+		WatchNamespaces: cfg.WatchNamespaces,
+		DryRun:          cfg.DryRun,
+		Breaker:         health.Breaker{UnhealthyShare: cfg.BreakerShare, MinUnhealthy: cfg.BreakerMin},
+		BreakerRecheck:  cfg.BreakerRecheck,
+		Observer:        observer,
+		Recorder:        mgr.GetEventRecorder("podhealth-controller"),
 	}
 	if cfg.MaxDeletes > 0 {
 		if opts.Budget, err = health.NewDeleteBudget(cfg.MaxDeletes, cfg.DeleteWindow); err != nil {
@@ -260,7 +298,11 @@ func run(cfg Config) error {
 	}); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "namespaceSelector", namespaces.String(), "dryRun", cfg.DryRun, "maxForceDeletes", cfg.MaxDeletes,
-		"window", cfg.DeleteWindow.String(), "breakerShare", cfg.BreakerShare, "breakerMin", cfg.BreakerMin, "leaderElect", cfg.LeaderElect)
+	scope := []any{"namespaceSelector", cfg.Namespaces}
+	if len(cfg.WatchNamespaces) > 0 {
+		scope = []any{"watchNamespaces", cfg.WatchNamespaces}
+	}
+	ctrl.Log.Info("starting", append(scope, "dryRun", cfg.DryRun, "maxForceDeletes", cfg.MaxDeletes,
+		"window", cfg.DeleteWindow.String(), "breakerShare", cfg.BreakerShare, "breakerMin", cfg.BreakerMin, "leaderElect", cfg.LeaderElect)...)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

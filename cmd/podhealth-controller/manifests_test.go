@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -153,4 +154,23 @@ func TestMemoryShedIsCountedForPrometheus(t *testing.T) {
 	require.Len(t, families, 1)
 	require.Equal(t, "podhealth_memory_shed_total", families[0].GetName())
 	require.Equal(t, 2.0, families[0].Metric[0].GetCounter().GetValue(), "three force deletes in a Memory of one")
+}
+
+// TestEveryFlagTheChartPassesExists: the chart's Deployment passes only
+// flags the controller has, so that a renamed flag cannot leave a chart
+// whose controller exits at start.
+func TestEveryFlagTheChartPassesExists(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "charts", "podhealth-controller", "templates", "deployment.yaml"))
+	require.NoError(t, err)
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	_, err = parseFlags(fs, nil)
+	require.NoError(t, err)
+	// "- --name" as it is, and the flags the chart's "flag" helper writes
+	// from (dict "name" "max-force-deletes" ...).
+	flags := regexp.MustCompile(`(?m)^\s*- --([a-z][a-z-]*)|dict "name" "([a-z][a-z-]*)"`).FindAllStringSubmatch(string(data), -1)
+	require.Greater(t, len(flags), 10)
+	for _, f := range flags {
+		name := f[1] + f[2]
+		require.NotNil(t, fs.Lookup(name), "the chart passes --%s, which podhealth-controller does not have", name)
+	}
 }

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
 )
 
 // render builds, as `kubectl apply -k` would, a kustomization that an
@@ -17,8 +24,15 @@ import (
 // objects.
 func render(t *testing.T, overlay string) resmap.ResMap {
 	t.Helper()
+	return renderFiles(t, map[string]string{"kustomization.yaml": overlay})
+}
+
+// renderFiles is render for an overlay of several files, by their paths
+// in the overlay's folder.
+func renderFiles(t *testing.T, overlay map[string]string) resmap.ResMap {
+	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	for _, dir := range []string{"", "monitoring"} {
+	for _, dir := range []string{"", "monitoring", "namespaced"} {
 		files, err := filepath.Glob(filepath.Join("config", dir, "*.*"))
 		require.NoError(t, err)
 		for _, f := range files {
@@ -27,7 +41,9 @@ func render(t *testing.T, overlay string) resmap.ResMap {
 			require.NoError(t, fs.WriteFile(filepath.Join("/base", dir, filepath.Base(f)), data))
 		}
 	}
-	require.NoError(t, fs.WriteFile("/overlay/kustomization.yaml", []byte(overlay)))
+	for name, data := range overlay {
+		require.NoError(t, fs.WriteFile(filepath.Join("/overlay", name), []byte(data)))
+	}
 	objs, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/overlay")
 	require.NoError(t, err)
 	return objs
@@ -139,6 +155,101 @@ components:
 	for k, v := range selector {
 		require.Equal(t, v, serviceLabels[k], "the ServiceMonitor selects the metrics Service by %s", k)
 	}
+}
+
+// namespacedOverlay is docs/controller.md's overlay of the namespaced mode,
+// for the namespaces shop and tools.
+var namespacedOverlay = map[string]string{
+	"kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namePrefix: ops-
+resources:
+- ../base
+- watched
+components:
+- ../base/namespaced
+patches:
+- target:
+    kind: Deployment
+    name: podhealth-controller
+  patch: |-
+    - op: add
+      path: /spec/template/spec/containers/0/args/-
+      value: --watch-namespaces=shop,tools
+`,
+	"watched/kustomization.yaml": "resources:\n- shop.yaml\n- tools.yaml\n",
+	"watched/shop.yaml":          roleBinding("shop"),
+	"watched/tools.yaml":         roleBinding("tools"),
+}
+
+func roleBinding(namespace string) string {
+	return `apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: podhealth-controller
+  namespace: ` + namespace + `
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: podhealth-controller-namespace
+subjects:
+- kind: ServiceAccount
+  name: podhealth-controller
+  namespace: podhealth-system
+`
+}
+
+// TestTheNamespacedOverlayGrantsPodRightsInTheWatchedNamespacesOnly
+// renders the namespaced mode as docs/controller.md writes it: no
+// ClusterRole left grants a right on pods, each watched namespace has a
+// RoleBinding of the controller's (prefixed) ServiceAccount to the
+// namespace ClusterRole, and the Deployment names the same namespaces in
+// --watch-namespaces, which parses.
+func TestTheNamespacedOverlayGrantsPodRightsInTheWatchedNamespacesOnly(t *testing.T) {
+	objs := renderFiles(t, namespacedOverlay)
+	var bound []string
+	var args []string
+	for _, r := range objs.Resources() {
+		m, err := r.Map()
+		require.NoError(t, err)
+		switch r.GetKind() {
+		case "ClusterRole":
+			data, err := r.AsYAML()
+			require.NoError(t, err)
+			var role rbacv1.ClusterRole
+			require.NoError(t, yaml.UnmarshalStrict(data, &role))
+			if role.Name == "ops-podhealth-controller-namespace" {
+				require.Empty(t, cmp.Diff(controller.NamespaceRules(), role.Rules))
+				continue
+			}
+			for _, rule := range role.Rules {
+				require.NotContains(t, rule.Resources, "pods", "ClusterRole %s", role.Name)
+				require.NotContains(t, rule.Resources, "namespaces", "ClusterRole %s", role.Name)
+			}
+			if role.Name == "ops-podhealth-controller-nodes" {
+				require.Empty(t, cmp.Diff(controller.NamespacedModeClusterRules(), role.Rules))
+			}
+		case "ClusterRoleBinding":
+			require.NotEqual(t, "ops-podhealth-controller", r.GetName(), "the cluster-wide grant is gone")
+		case "RoleBinding":
+			roleRef := m["roleRef"].(map[string]any)
+			if roleRef["name"] == "ops-podhealth-controller-namespace" {
+				subject := m["subjects"].([]any)[0].(map[string]any)
+				require.Equal(t, "podhealth-system/ops-podhealth-controller", subject["namespace"].(string)+"/"+subject["name"].(string))
+				bound = append(bound, r.GetNamespace())
+			}
+		case "Deployment":
+			data, err := r.AsYAML()
+			require.NoError(t, err)
+			var d appsv1.Deployment
+			require.NoError(t, yaml.Unmarshal(data, &d))
+			args = d.Spec.Template.Spec.Containers[0].Args
+		}
+	}
+	require.ElementsMatch(t, []string{"shop", "tools"}, bound)
+	cfg, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), args)
+	require.NoError(t, err)
+	require.Equal(t, []string{"shop", "tools"}, cfg.WatchNamespaces)
 }
 
 // TestTheNamespaceComesApartFromTheBase: config/namespace creates

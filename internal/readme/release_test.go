@@ -15,7 +15,8 @@ import (
 // its Deployment's image names, and the README says so; while it is
 // listed only under Unreleased, the Deployment names no release tag and
 // the README calls it unreleased. The Deployment once pinned v0.1.0, a
-// release without the controller.
+// release without the controller. The chart's appVersion and image tag
+// say the same.
 func TestChangelogReadmeAndManifestsAgreeOnWhetherTheControllerIsReleased(t *testing.T) {
 	root := filepath.Join("..", "..")
 	read := func(path string) string {
@@ -24,6 +25,13 @@ func TestChangelogReadmeAndManifestsAgreeOnWhetherTheControllerIsReleased(t *tes
 		return string(data)
 	}
 	changelog, readme, deployment := read("CHANGELOG.md"), read("README.md"), read("cmd/podhealth-controller/config/deployment.yaml")
+	chart, values := read("charts/podhealth-controller/Chart.yaml"), read("charts/podhealth-controller/values.yaml")
+	field := func(text, pattern string) string {
+		m := regexp.MustCompile(`(?m)` + pattern + `\s*"?([^"\s]+)"?`).FindStringSubmatch(text)
+		require.NotNil(t, m, pattern)
+		return m[1]
+	}
+	appVersion, valuesTag := field(chart, `^appVersion:`), field(values, `^  tag:`)
 
 	released := "" // the release whose section first adds the controller
 	section := ""
@@ -43,9 +51,13 @@ func TestChangelogReadmeAndManifestsAgreeOnWhetherTheControllerIsReleased(t *tes
 	releaseTag := regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 	if released == "Unreleased" {
 		require.False(t, releaseTag.MatchString(tag), "the Deployment's image %s names a release, but CHANGELOG.md lists the controller under Unreleased", image[1])
+		require.Equal(t, tag, appVersion, "the chart's appVersion")
+		require.Equal(t, tag, valuesTag, "the chart's image.tag")
 		require.Contains(t, readme, "podhealth-controller (unreleased)", "README.md's install table")
 		return
 	}
 	require.Equal(t, "v"+released, tag, "the Deployment's image names the release that CHANGELOG.md first lists the controller in")
+	require.Equal(t, "v"+released, valuesTag, "the chart's image.tag")
+	require.Equal(t, "v"+released, appVersion, "the chart's appVersion")
 	require.NotContains(t, readme, "podhealth-controller (unreleased)")
 }

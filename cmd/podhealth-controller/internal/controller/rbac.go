@@ -23,6 +23,30 @@ func ClusterRules() []rbacv1.PolicyRule {
 	}
 }
 
+// NamespaceRules are the rules of the Role that the namespaced mode
+// (Options.WatchNamespaces) needs in each namespace it acts in: it caches
+// and force-deletes the namespace's pods, reads a claim live, and records
+// events about its pods and their owners there.
+func NamespaceRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+}
+
+// NamespacedModeClusterRules are the rules of the ClusterRole that the
+// namespaced mode needs besides NamespaceRules: nodes, read only, and the
+// reviews of the secure /metrics endpoint. Every pod right is in the
+// namespaces' Roles; no Namespace is read.
+func NamespacedModeClusterRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}
+}
+
 // MetricsReaderRules are the rules of the ClusterRole that a client of
 // the secure /metrics endpoint needs (Prometheus' service account, say).
 func MetricsReaderRules() []rbacv1.PolicyRule {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,6 +44,13 @@ type Options struct {
 	// means EnabledLabel=true. An empty selector is refused: it would
 	// select every namespace.
 	Namespaces labels.Selector
+	// WatchNamespaces, when not empty, are the only namespaces to act in
+	// (the namespaced mode): each is opted in by being named, no
+	// Namespace object is read (a Role per namespace is then all the
+	// access to pods the controller needs), and the manager's cache must
+	// hold the pods of these namespaces only. Namespaces must then be nil:
+	// a selector would do nothing.
+	WatchNamespaces []string
 	// DryRun reports what would be force-deleted and deletes nothing.
 	DryRun bool
 	// Budget, when not nil, limits the force deletes of every group
@@ -89,6 +98,7 @@ type Manager = podhealthcr.Manager
 type Reconciler struct {
 	cache      client.Client
 	namespaces labels.Selector
+	watched    map[string]bool // the namespaced mode's namespaces; nil in the cluster-wide mode
 	opts       Options
 	nodes      *podhealthcr.Nodes
 	breaker    heartbeatNodes // the Breaker's view of nodes
@@ -111,6 +121,10 @@ type Reconciler struct {
 func New(mgr Manager, opts Options) (*Reconciler, error) {
 	if mgr == nil {
 		return nil, errors.New("controller: New: nil Manager")
+	}
+	watched, err := watchedNamespaces(opts)
+	if err != nil {
+		return nil, err
 	}
 	namespaces := opts.Namespaces
 	if namespaces == nil {
@@ -148,7 +162,7 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 	if now == nil {
 		now = clock.RealClock{}
 	}
-	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory,
+	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, watched: watched, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory,
 		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}, recheck: recheck,
 		breakerHeld: make(map[types.NamespacedName]struct{}), fencingHeld: make(map[types.NamespacedName]map[types.UID]time.Time), clock: now}
 	// Build one checker now, so that bad options fail at start.
@@ -305,8 +319,34 @@ func (r *Reconciler) breakerHeldGroups() []reconcile.Request {
 	return out
 }
 
-// enabled reports whether the namespace is opted in, from the cache.
+// watchedNamespaces checks Options.WatchNamespaces and returns them as a
+// set, nil when the mode is cluster-wide.
+func watchedNamespaces(opts Options) (map[string]bool, error) {
+	if len(opts.WatchNamespaces) == 0 {
+		return nil, nil
+	}
+	if opts.Namespaces != nil {
+		return nil, errors.New("controller: New: Options.Namespaces with Options.WatchNamespaces: the selector would do nothing, since the namespaces named are the ones acted in")
+	}
+	watched := make(map[string]bool, len(opts.WatchNamespaces))
+	for _, ns := range opts.WatchNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return nil, fmt.Errorf("controller: New: Options.WatchNamespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+		}
+		if watched[ns] {
+			return nil, fmt.Errorf("controller: New: Options.WatchNamespaces: %q is named twice", ns)
+		}
+		watched[ns] = true
+	}
+	return watched, nil
+}
+
+// enabled reports whether the namespace is opted in: named, in the
+// namespaced mode; else by its labels, from the cache.
 func (r *Reconciler) enabled(ctx context.Context, namespace string) (bool, error) {
+	if r.watched != nil {
+		return r.watched[namespace], nil
+	}
 	var ns corev1.Namespace
 	if err := r.cache.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -669,4 +670,68 @@ func TestAFencingHoldIsCountedFromItsFirstCheckUntilItsPodGoes(t *testing.T) {
 	pods, oldest = r.FencingHolds()
 	require.Zero(t, pods)
 	require.Zero(t, oldest)
+}
+
+// TestTheNamespacedModeActsInTheNamedNamespacesOnly: with WatchNamespaces
+// the namespaces named are opted in whatever their labels, a labelled
+// namespace that is not named is never written to, and no Namespace
+// object is read (the namespaced mode has no right to).
+func TestTheNamespacedModeActsInTheNamedNamespacesOnly(t *testing.T) {
+	inShop := evicted("shop", "web-1", "lost", "ReplicaSet", "web-1")
+	inOther := evicted("other", "web-1", "lost", "ReplicaSet", "web-1")
+	m := newFakeManager(t, namespace("shop", false), namespace("other", true), node("lost", corev1.ConditionUnknown, unreachable), inShop, inOther)
+	namespaceReads := 0
+	m.client = interceptor.NewClient(m.client.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Namespace); ok {
+				namespaceReads++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r, err := New(m, Options{WatchNamespaces: []string{"shop"}})
+	require.NoError(t, err)
+	reconcileAll(t, r, inShop, inOther)
+	require.False(t, exists(t, m, inShop), "shop is named: its dead pod goes though shop has no label")
+	require.True(t, exists(t, m, inOther), "other is labelled but not named")
+	require.Equal(t, []string{"shop/web-1"}, *m.deletes)
+	require.Zero(t, namespaceReads)
+}
+
+func TestNewRefusesWatchNamespacesThatCannotBeWhatTheyName(t *testing.T) {
+	for name, opts := range map[string]Options{
+		"with a selector, which would do nothing": {WatchNamespaces: []string{"shop"}, Namespaces: labels.SelectorFromSet(labels.Set{"team": "a"})},
+		"a name that is no namespace's":           {WatchNamespaces: []string{"Shop_1"}},
+		"an empty name":                           {WatchNamespaces: []string{""}},
+		"a name twice":                            {WatchNamespaces: []string{"shop", "shop"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := New(newFakeManager(t), opts)
+			require.ErrorContains(t, err, "WatchNamespaces")
+		})
+	}
+}
+
+// TestTheNamespacedModesRulesAreTheClusterWideOnesLessNamespaces: the
+// namespaced mode's Role and ClusterRole together grant what the
+// cluster-wide ClusterRole does, but reading Namespaces, and the
+// ClusterRole holds no right on pods.
+func TestTheNamespacedModesRulesAreTheClusterWideOnesLessNamespaces(t *testing.T) {
+	key := func(r rbacv1.PolicyRule) string {
+		return strings.Join(r.APIGroups, ",") + "/" + strings.Join(r.Resources, ",") + ":" + strings.Join(r.Verbs, ",")
+	}
+	var clusterWide, namespaced []string
+	for _, r := range ClusterRules() {
+		if !slices.Contains(r.Resources, "namespaces") {
+			clusterWide = append(clusterWide, key(r))
+		}
+	}
+	for _, r := range append(NamespaceRules(), NamespacedModeClusterRules()...) {
+		namespaced = append(namespaced, key(r))
+	}
+	require.ElementsMatch(t, clusterWide, namespaced)
+	for _, r := range NamespacedModeClusterRules() {
+		require.NotContains(t, r.Resources, "pods")
+		require.NotContains(t, r.Verbs, "delete")
+	}
 }

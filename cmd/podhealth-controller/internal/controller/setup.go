@@ -69,14 +69,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		return fmt.Errorf("caching the node Leases: %w", err)
 	}
 	r.breaker.synced = leases.HasSynced
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("podhealth").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podGroup), builder.WithPredicates(podMayBeDead)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNodeAndBreakerHeld), builder.WithPredicates(nodeChanged)).
-		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.breakerHeldOnLease), builder.WithPredicates(r.leaseRenewedAfterStale())).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsInNamespace), builder.WithPredicates(r.namespaceOptedIn())).
-		Complete(r)
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.breakerHeldOnLease), builder.WithPredicates(r.leaseRenewedAfterStale()))
+	if r.watched == nil {
+		// The namespaced mode reads no Namespace: its namespaces are
+		// opted in by name, and it has no right to watch them.
+		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsInNamespace), builder.WithPredicates(r.namespaceOptedIn()))
+	}
+	return b.Complete(r)
 }
 
 func podGroup(_ context.Context, obj client.Object) []reconcile.Request {

@@ -1,0 +1,241 @@
+package manifests_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podhealth/podhealth/internal/release/manifests"
+)
+
+var (
+	chartDir  = filepath.Join("..", "..", "..", "charts", "podhealth-controller")
+	configDir = filepath.Join("..", "..", "..", "cmd", "podhealth-controller", "config")
+)
+
+const namespace = "podhealth-system"
+
+// byKey indexes objects by kind, namespace and name, with the one label
+// the two tools set each their own way (app.kubernetes.io/managed-by:
+// Helm or kustomize) left out.
+func byKey(t *testing.T, objs []*unstructured.Unstructured) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, o := range objs {
+		o = o.DeepCopy()
+		labels := o.GetLabels()
+		require.Contains(t, []string{"Helm", "kustomize"}, labels["app.kubernetes.io/managed-by"], "%s %s", o.GetKind(), o.GetName())
+		delete(labels, "app.kubernetes.io/managed-by")
+		o.SetLabels(labels)
+		key := o.GetKind() + " " + o.GetNamespace() + "/" + o.GetName()
+		require.NotContains(t, out, key, "rendered twice")
+		out[key] = o.Object
+	}
+	return out
+}
+
+func keys(m map[string]map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func chart(t *testing.T, values map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := manifests.Chart(chartDir, namespace, values)
+	require.NoError(t, err)
+	return objs
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetNamespace() == ns && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s/%s rendered", kind, ns, name)
+	return nil
+}
+
+// TestChartAtItsDefaultsRendersTheKustomizeBase: the kustomize base is the
+// source of truth, and the chart at its default values renders the same
+// objects, field for field (but for who manages them).
+func TestChartAtItsDefaultsRendersTheKustomizeBase(t *testing.T) {
+	base, err := manifests.Kustomize(configDir)
+	require.NoError(t, err)
+	want, got := byKey(t, base), byKey(t, chart(t, nil))
+	require.Equal(t, keys(want), keys(got))
+	for k := range want {
+		require.Empty(t, cmp.Diff(want[k], got[k]), k)
+	}
+}
+
+// fullValues sets every value to something other than its default.
+func fullValues() map[string]any {
+	return map[string]any{
+		"image":             map[string]any{"repository": "registry.example/podhealth-controller", "tag": "v0.2.0", "digest": "sha256:" + strings.Repeat("ab", 32), "pullPolicy": "Always"},
+		"replicas":          3,
+		"namespaceSelector": "team=shop",
+		"dryRun":            true,
+		"budget":            map[string]any{"maxForceDeletes": 0, "window": "2m"},
+		"breaker":           map[string]any{"unhealthyShare": 0.5, "minUnhealthy": 5, "recheckInterval": "30s"},
+		"memoryCapacity":    32768,
+		"resources":         map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "256Mi"}},
+		"priorityClassName": "platform-critical",
+		"metrics":           map[string]any{"secure": false},
+		"extraArgs":         []any{"--workers=8"},
+	}
+}
+
+func TestChartLintsCleanAtItsDefaultsAndWithEveryValueSet(t *testing.T) {
+	require.NoError(t, manifests.Lint(chartDir, namespace, nil))
+	require.NoError(t, manifests.Lint(chartDir, namespace, fullValues()))
+	require.NoError(t, manifests.Lint(chartDir, namespace, map[string]any{"watchNamespaces": []any{"shop", "tools"},
+		"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}, "dashboard": map[string]any{"enabled": true}}}))
+}
+
+// TestChartPassesEveryValueAsItsFlag: each value set reaches the
+// controller as its flag, and a value left null adds none (the base's
+// three flags at the defaults, above).
+func TestChartPassesEveryValueAsItsFlag(t *testing.T) {
+	objs := chart(t, fullValues())
+	deployment := find(t, objs, "Deployment", namespace, "podhealth-controller")
+	containers, _, err := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	require.NoError(t, err)
+	c := containers[0].(map[string]any)
+	require.Equal(t, "registry.example/podhealth-controller@sha256:"+strings.Repeat("ab", 32), c["image"], "the digest pins the image")
+	require.Equal(t, "Always", c["imagePullPolicy"])
+	require.Equal(t, []any{
+		"--leader-elect=true", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
+		"--namespace-selector=team=shop", "--dry-run", "--max-force-deletes=0", "--force-delete-window=2m",
+		"--breaker-unhealthy-share=0.5", "--breaker-min-unhealthy=5", "--breaker-recheck-interval=30s",
+		"--memory-capacity=32768", "--metrics-secure=false", "--workers=8",
+	}, c["args"])
+	// Helm merges a map value into the default's: the limit stays unless
+	// set to null.
+	require.Equal(t, map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "256Mi"}, "limits": map[string]any{"memory": "512Mi"}}, c["resources"])
+	replicas, _, _ := unstructured.NestedInt64(deployment.Object, "spec", "replicas")
+	require.EqualValues(t, 3, replicas)
+	priority, _, _ := unstructured.NestedString(deployment.Object, "spec", "template", "spec", "priorityClassName")
+	require.Equal(t, "platform-critical", priority)
+	service := find(t, objs, "Service", namespace, "podhealth-controller-metrics")
+	ports, _, _ := unstructured.NestedSlice(service.Object, "spec", "ports")
+	require.Equal(t, "http", ports[0].(map[string]any)["name"], "plain metrics are not named https")
+}
+
+func rulesOf(t *testing.T, path string) []any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal(data, &obj))
+	return obj["rules"].([]any)
+}
+
+// TestChartNamespacedModeRendersARoleAndBindingPerNamespace: with
+// watchNamespaces the cluster-wide ClusterRole is gone, a ClusterRole
+// reads nodes (the rules of config/namespaced, which the controller's
+// tests hold equal to its code), each namespace gets a Role with the
+// namespace rules and a RoleBinding of the controller's ServiceAccount,
+// and the Deployment names them in --watch-namespaces.
+func TestChartNamespacedModeRendersARoleAndBindingPerNamespace(t *testing.T) {
+	objs := chart(t, map[string]any{"watchNamespaces": []any{"shop", "tools"}})
+	for _, o := range objs {
+		require.False(t, o.GetKind() == "ClusterRole" && o.GetName() == "podhealth-controller", "the cluster-wide ClusterRole is not rendered")
+		require.False(t, o.GetKind() == "ClusterRoleBinding" && o.GetName() == "podhealth-controller")
+	}
+	nodes := find(t, objs, "ClusterRole", "", "podhealth-controller-nodes")
+	require.Equal(t, rulesOf(t, filepath.Join(configDir, "namespaced", "cluster_role.yaml")), nodes.Object["rules"])
+	find(t, objs, "ClusterRoleBinding", "", "podhealth-controller-nodes")
+	for _, ns := range []string{"shop", "tools"} {
+		role := find(t, objs, "Role", ns, "podhealth-controller")
+		require.Equal(t, rulesOf(t, filepath.Join(configDir, "namespaced", "namespace_role.yaml")), role.Object["rules"])
+		binding := find(t, objs, "RoleBinding", ns, "podhealth-controller")
+		require.Equal(t, map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "podhealth-controller"}, binding.Object["roleRef"])
+		require.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "podhealth-controller", "namespace": namespace}}, binding.Object["subjects"])
+	}
+	deployment := find(t, objs, "Deployment", namespace, "podhealth-controller")
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	require.Contains(t, containers[0].(map[string]any)["args"], "--watch-namespaces=shop,tools")
+}
+
+// TestChartMonitoringIsTheComponents: the chart's ServiceMonitor,
+// PrometheusRule and dashboard are config/monitoring's, whose tests
+// evaluate them.
+func TestChartMonitoringIsTheComponents(t *testing.T) {
+	objs := chart(t, map[string]any{"metrics": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}, "dashboard": map[string]any{"enabled": true}}})
+	for file, kind := range map[string]string{"service_monitor.yaml": "ServiceMonitor", "prometheus_rule.yaml": "PrometheusRule"} {
+		data, err := os.ReadFile(filepath.Join(configDir, "monitoring", file))
+		require.NoError(t, err)
+		var want map[string]any
+		require.NoError(t, yaml.Unmarshal(data, &want))
+		got := find(t, objs, kind, namespace, "podhealth-controller")
+		require.Empty(t, cmp.Diff(want["spec"], got.Object["spec"]), kind)
+	}
+	dashboard, err := os.ReadFile(filepath.Join(configDir, "monitoring", "dashboard.json"))
+	require.NoError(t, err)
+	cm := find(t, objs, "ConfigMap", namespace, "podhealth-controller-dashboard")
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "dashboard.json")
+	require.Equal(t, strings.TrimSuffix(string(dashboard), "\n"), data)
+	require.Equal(t, "1", cm.GetLabels()["grafana_dashboard"])
+}
+
+func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
+	for name, values := range map[string]map[string]any{
+		"a misspelt value":                  {"dryrun": true},
+		"a digest that is none":             {"image": map[string]any{"repository": "r", "tag": "t", "digest": "latest"}},
+		"a selector in the namespaced mode": {"watchNamespaces": []any{"shop"}, "namespaceSelector": "team=a"},
+		"a name that is no namespace's":     {"watchNamespaces": []any{"Shop_1"}},
+		"a namespace twice":                 {"watchNamespaces": []any{"shop", "shop"}},
+		"a share above 1":                   {"breaker": map[string]any{"unhealthyShare": 1.5}},
+		"a share of 0":                      {"breaker": map[string]any{"unhealthyShare": 0}},
+		"a negative budget":                 {"budget": map[string]any{"maxForceDeletes": -1}},
+		"a window that is no duration":      {"budget": map[string]any{"window": "soon"}},
+		"no replica":                        {"replicas": 0},
+		"an argument that is no flag":       {"extraArgs": []any{"workers=8"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := manifests.Chart(chartDir, namespace, values)
+			require.Error(t, err)
+		})
+	}
+}
+
+// TestInstallPinsTheImageByDigestAfterTheNamespace: the install file of a
+// release creates the namespace first, then holds the base's objects with
+// the image named by digest, and refuses an image named by tag alone.
+func TestInstallPinsTheImageByDigestAfterTheNamespace(t *testing.T) {
+	image := "ghcr.io/podhealth/podhealth-controller:v0.2.0@sha256:" + strings.Repeat("cd", 32)
+	data, err := manifests.Install(configDir, image)
+	require.NoError(t, err)
+	objs, err := manifests.Decode(data)
+	require.NoError(t, err)
+	require.Equal(t, "Namespace", objs[0].GetKind())
+	require.Equal(t, namespace, objs[0].GetName())
+	base, err := manifests.Kustomize(configDir)
+	require.NoError(t, err)
+	want, got := byKey(t, base), byKey(t, objs[1:])
+	require.Equal(t, keys(want), keys(got))
+	deployment := got["Deployment "+namespace+"/podhealth-controller"]
+	containers, _, _ := unstructured.NestedSlice(deployment, "spec", "template", "spec", "containers")
+	require.Equal(t, "ghcr.io/podhealth/podhealth-controller@sha256:"+strings.Repeat("cd", 32), containers[0].(map[string]any)["image"])
+	require.NotContains(t, string(data), "podhealth-controller:dev")
+
+	for _, unpinned := range []string{"ghcr.io/podhealth/podhealth-controller:v0.2.0", "podhealth-controller", "ghcr.io/x@sha256:short"} {
+		_, err := manifests.Install(configDir, unpinned)
+		require.True(t, errors.Is(err, manifests.ErrImageNotPinned), "%s: %v", unpinned, err)
+	}
+}
