@@ -166,8 +166,8 @@ func TestEveryFlagTheChartPassesExists(t *testing.T) {
 	_, err = parseFlags(fs, nil)
 	require.NoError(t, err)
 	// "- --name" as it is, and the flags the chart's "flag" helper writes
-	// from (dict "name" "max-force-deletes" ...).
-	flags := regexp.MustCompile(`(?m)^\s*- --([a-z][a-z-]*)|dict "name" "([a-z][a-z-]*)"`).FindAllStringSubmatch(string(data), -1)
+	// from (dict ... "name" "max-force-deletes" ...).
+	flags := regexp.MustCompile(`(?m)^\s*- --([a-z][a-z-]*)|"name" "([a-z][a-z-]*)"`).FindAllStringSubmatch(string(data), -1)
 	require.Greater(t, len(flags), 10)
 	for _, f := range flags {
 		name := f[1] + f[2]

@@ -15,9 +15,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end }}
 
-{{/* "--name=value" when the value is set (not null), else nothing. */}}
+{{/* "--name=value" when the value is set (not null), else nothing;
+quoted, so that a selector's spaces and commas stay one argument. With
+"int", the value is written as an integer: values files give numbers as
+floats, which would print 1e+06. */}}
 {{- define "podhealth-controller.flag" -}}
 {{- if not (kindIs "invalid" .value) }}
-- --{{ .name }}={{ .value }}
+- {{ printf "--%s=%v" .name (ternary (int64 .value) .value (hasKey . "int")) | quote }}
 {{- end }}
 {{- end }}

@@ -87,11 +87,11 @@ func fullValues() map[string]any {
 	return map[string]any{
 		"image":             map[string]any{"repository": "registry.example/podhealth-controller", "tag": "v0.2.0", "digest": "sha256:" + strings.Repeat("ab", 32), "pullPolicy": "Always"},
 		"replicas":          3,
-		"namespaceSelector": "team=shop",
+		"namespaceSelector": "team in (shop, web)",
 		"dryRun":            true,
 		"budget":            map[string]any{"maxForceDeletes": 0, "window": "2m"},
 		"breaker":           map[string]any{"unhealthyShare": 0.5, "minUnhealthy": 5, "recheckInterval": "30s"},
-		"memoryCapacity":    32768,
+		"memoryCapacity":    float64(1_000_000), // as a values file gives it
 		"resources":         map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "256Mi"}},
 		"priorityClassName": "platform-critical",
 		"metrics":           map[string]any{"secure": false},
@@ -119,9 +119,9 @@ func TestChartPassesEveryValueAsItsFlag(t *testing.T) {
 	require.Equal(t, "Always", c["imagePullPolicy"])
 	require.Equal(t, []any{
 		"--leader-elect=true", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
-		"--namespace-selector=team=shop", "--dry-run", "--max-force-deletes=0", "--force-delete-window=2m",
+		"--namespace-selector=team in (shop, web)", "--dry-run", "--max-force-deletes=0", "--force-delete-window=2m",
 		"--breaker-unhealthy-share=0.5", "--breaker-min-unhealthy=5", "--breaker-recheck-interval=30s",
-		"--memory-capacity=32768", "--metrics-secure=false", "--workers=8",
+		"--memory-capacity=1000000", "--metrics-secure=false", "--workers=8",
 	}, c["args"])
 	// Helm merges a map value into the default's: the limit stays unless
 	// set to null.

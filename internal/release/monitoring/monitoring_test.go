@@ -195,7 +195,6 @@ func sampled(minutes int, value func(m float64) float64, lbls ...string) series 
 //   - dead pods are force-deleted throughout, 3 a minute, 2 s after their
 //     DisruptionTarget, and held back by the Breaker and for fencing.
 func outage() []series {
-	between := func(m, from, to float64) bool { return m >= from && m < to }
 	var ages []series
 	for _, le := range []string{"0.5", "1", "5", "+Inf"} {
 		for _, since := range []string{"disruption_target", "deletion_request"} {
@@ -208,24 +207,12 @@ func outage() []series {
 		}
 	}
 	return append(ages,
-		sampled(120, func(m float64) float64 {
-			if between(m, 10, 40) {
-				return 1
-			}
-			return 0
-		}, "__name__", "podhealth_breaker_open", "pod", "podhealth-controller-0"),
-		sampled(120, func(m float64) float64 {
-			if between(m, 5, 30) {
-				return (m - 5) * 60
-			}
-			return 0
-		}, "__name__", "podhealth_fencing_held_oldest_seconds", "pod", "podhealth-controller-0"),
-		sampled(120, func(m float64) float64 {
-			if between(m, 5, 30) {
-				return 2
-			}
-			return 0
-		}, "__name__", "podhealth_fencing_held_pods", "pod", "podhealth-controller-0"),
+		sampled(120, during(10, 40, func(float64) float64 { return 1 }),
+			"__name__", "podhealth_breaker_open", "pod", "podhealth-controller-0"),
+		sampled(120, during(5, 30, func(m float64) float64 { return (m - 5) * 60 }),
+			"__name__", "podhealth_fencing_held_oldest_seconds", "pod", "podhealth-controller-0"),
+		sampled(120, during(5, 30, func(float64) float64 { return 2 }),
+			"__name__", "podhealth_fencing_held_pods", "pod", "podhealth-controller-0"),
 		sampled(120, func(m float64) float64 {
 			return float64(min(max(int(m)-50, 0), 10))
 		}, "__name__", "podhealth_force_deletes_total", "outcome", "DeleteFailed", "pod", "podhealth-controller-0"),
@@ -242,6 +229,16 @@ func outage() []series {
 		sampled(120, func(m float64) float64 { return m },
 			"__name__", "podhealth_held_back_total", "reason", "HeldForFencing", "pod", "podhealth-controller-0"),
 	)
+}
+
+// during is value from minute from until minute to, and 0 outside.
+func during(from, to float64, value func(m float64) float64) func(m float64) float64 {
+	return func(m float64) float64 {
+		if m >= from && m < to {
+			return value(m)
+		}
+		return 0
+	}
 }
 
 func engine() *promql.Engine {
