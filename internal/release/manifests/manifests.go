@@ -66,7 +66,7 @@ func Chart(dir, namespace string, values map[string]any) ([]*unstructured.Unstru
 	}
 	var objs []*unstructured.Unstructured
 	for _, m := range sorted {
-		decoded, err := decode([]byte(m.Content))
+		decoded, err := Decode([]byte(m.Content))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", m.Name, err)
 		}
@@ -206,9 +206,7 @@ func Install(configDir, image string) ([]byte, error) {
 
 // Decode reads the objects of a multi-document YAML stream, as kubectl
 // apply -f does.
-func Decode(data []byte) ([]*unstructured.Unstructured, error) { return decode(data) }
-
-func decode(data []byte) ([]*unstructured.Unstructured, error) {
+func Decode(data []byte) ([]*unstructured.Unstructured, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var objs []*unstructured.Unstructured
 	for {

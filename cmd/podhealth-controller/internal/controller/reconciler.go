@@ -282,6 +282,15 @@ func (r *Reconciler) heldForFencing(group types.NamespacedName, uids []types.UID
 	r.fencingHeld[group] = held
 }
 
+// heldForFencingNow reports whether the group's last check held the pod
+// of that UID back for fencing.
+func (r *Reconciler) heldForFencingNow(group types.NamespacedName, uid types.UID) bool {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	_, held := r.fencingHeld[group][uid]
+	return held
+}
+
 // forgetHolds drops what the group's last check held back: it has no pods
 // left, or its namespace is no longer opted in.
 func (r *Reconciler) forgetHolds(group types.NamespacedName) {

@@ -672,6 +672,31 @@ func TestAFencingHoldIsCountedFromItsFirstCheckUntilItsPodGoes(t *testing.T) {
 	require.Zero(t, oldest)
 }
 
+// TestAFencingHoldEndsWhenSomeoneElseDeletesItsPod: a pod held back for
+// fencing that a human force-deletes (or PodGC removes) brings its group
+// back through the pod's delete event, which pods not held never do, and
+// the group's check then counts it no longer.
+func TestAFencingHoldEndsWhenSomeoneElseDeletesItsPod(t *testing.T) {
+	sts := evicted("shop", "db-0", "lost", "StatefulSet", "db")
+	other := evicted("shop", "web-1", "lost", "ReplicaSet", "web-1")
+	m := newFakeManager(t, namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable), sts)
+	r, err := New(m, Options{})
+	require.NoError(t, err)
+	reconcileAll(t, r, sts)
+	pods, _ := r.FencingHolds()
+	require.Equal(t, 1, pods)
+
+	require.NoError(t, m.client.Delete(context.Background(), sts, client.GracePeriodSeconds(0)))
+	deleted := r.fencingHeldPodDeleted()
+	require.True(t, deleted.Delete(event.DeleteEvent{Object: sts}), "the held pod's deletion enqueues its group")
+	require.False(t, deleted.Delete(event.DeleteEvent{Object: other}), "a pod not held passes nothing")
+	require.False(t, deleted.Update(event.UpdateEvent{ObjectOld: sts, ObjectNew: sts}))
+	reconcileAll(t, r, sts)
+	pods, oldest := r.FencingHolds()
+	require.Zero(t, pods)
+	require.Zero(t, oldest)
+}
+
 // TestTheNamespacedModeActsInTheNamedNamespacesOnly: with WatchNamespaces
 // the namespaces named are opted in whatever their labels, a labelled
 // namespace that is not named is never written to, and no Namespace

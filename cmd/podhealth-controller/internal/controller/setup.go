@@ -48,7 +48,7 @@ func nodeIndex(obj client.Object) []string {
 
 // SetupWithManager registers the cache's pod indexes and the controller,
 // judging up to workers groups at once: pod events enqueue their group
-// (podMayBeDead), node events the groups on that node (nodeChanged), and a
+// (podMayBeDead, and the deletion of a pod held for fencing), node events the groups on that node (nodeChanged), and a
 // namespace that opts in all of its groups. Every event that can change
 // the Breaker's count (a node's state or deletion, a stale node Lease
 // renewed) also enqueues the groups that the Breaker held back, so that
@@ -72,7 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("podhealth").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podGroup), builder.WithPredicates(podMayBeDead)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podGroup), builder.WithPredicates(predicate.Or(podMayBeDead, r.fencingHeldPodDeleted()))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNodeAndBreakerHeld), builder.WithPredicates(nodeChanged)).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.breakerHeldOnLease), builder.WithPredicates(r.leaseRenewedAfterStale()))
 	if r.watched == nil {
@@ -95,6 +95,22 @@ func podGroup(_ context.Context, obj client.Object) []reconcile.Request {
 // event: one being deleted, or one that failed.
 func mayBeDead(pod *corev1.Pod) bool {
 	return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed
+}
+
+// fencingHeldPodDeleted lets through the deletion of a pod that its
+// group's last check held back for fencing: deleted by someone else (a
+// human's force delete, PodGC), it would else stay in FencingHolds, and
+// in the alert that reads them, until its group's next check.
+func (r *Reconciler) fencingHeldPodDeleted() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(event.UpdateEvent) bool { return false },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			pod, ok := e.Object.(*corev1.Pod)
+			return ok && r.heldForFencingNow(GroupOf(pod), pod.UID)
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // podMayBeDead lets through the pod events after which a verdict can have
