@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -17,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
 )
 
 var (
@@ -110,27 +109,10 @@ func NewLiveNodes(client corev1client.NodesGetter) (*LiveNodes, error) {
 // the like still reach the error. Any other error comes back unchanged.
 func (l *LiveNodes) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
 	node, err := l.nodes.Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil && noNodeReadable(err) {
+	if podsource.NoNodeReadable(err) {
 		return nil, fmt.Errorf("kube: getting node %q: %w: %w", name, health.ErrNodesUnavailable, err)
 	}
 	return node, err
-}
-
-// noNodeReadable reports whether err, from a node GET, says that no node
-// can be read now, rather than something about this node.
-func noNodeReadable(err error) bool {
-	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) {
-		return true
-	}
-	var status apierrors.APIStatus
-	var transport *url.Error
-	// client-go wraps a request that got no HTTP answer in a *url.Error;
-	// one that got an answer carries its status.
-	return !errors.As(err, &status) && errors.As(err, &transport) && !isContextError(err)
-}
-
-func isContextError(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // ClaimSource tells the policy the access modes of a pod's claims from an
