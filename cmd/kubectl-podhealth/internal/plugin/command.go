@@ -16,10 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 )
 
@@ -54,9 +52,9 @@ const DefaultMaxDeletes = 10
 // The zero value is the real one. Main only reads it; its functions may be
 // called from the goroutine that runs Main only.
 type Env struct {
-	// NewClient builds the clientset from the REST config that the flags
-	// resolved. Nil means kubernetes.NewForConfig.
-	NewClient func(*rest.Config) (kubernetes.Interface, error)
+	// NewCluster builds the Cluster from the REST config that the flags
+	// resolved. Nil means NewCluster.
+	NewCluster func(*rest.Config) (Cluster, error)
 	// IsTerminal says whether w is a terminal, for the progress of long
 	// scans on stderr. Nil means an *os.File that is a terminal.
 	IsTerminal func(w io.Writer) bool
@@ -67,10 +65,17 @@ type Env struct {
 	PageSize int64
 }
 
+// IOStreams are the command's standard input, output and error.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
 // Main runs kubectl-podhealth with args (without the program name) and
 // returns its exit code. Errors are one line on streams.ErrOut.
-func Main(ctx context.Context, args []string, streams genericiooptions.IOStreams, env Env) int {
-	o := &options{streams: streams, env: env, flags: genericclioptions.NewConfigFlags(true)}
+func Main(ctx context.Context, args []string, streams IOStreams, env Env) int {
+	o := &options{streams: streams, env: env}
 	cmd := o.command(ctx)
 	cmd.SetArgs(args)
 	if err := cmd.Execute(); err != nil {
@@ -82,7 +87,9 @@ func Main(ctx context.Context, args []string, streams genericiooptions.IOStreams
 
 // options are the command's flags and state.
 type options struct {
-	flags         *genericclioptions.ConfigFlags
+	kubeconfig    string
+	overrides     clientcmd.ConfigOverrides
+	userExtras    []string // --as-user-extra, key=value each
 	allNamespaces bool
 	selector      string
 	selectorSet   bool // -l was given, even blank
@@ -91,7 +98,7 @@ type options struct {
 	yes           bool
 	maxDeletes    int
 
-	streams genericiooptions.IOStreams
+	streams IOStreams
 	env     Env
 	exit    int
 }
@@ -146,7 +153,7 @@ func (o *options) command(ctx context.Context) *cobra.Command {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see kubectl podhealth --help)", err)
 	})
-	o.flags.AddFlags(cmd.Flags())
+	o.addKubeconfigFlags(cmd)
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Scan the pods of every namespace.")
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Label selector of the pods to scan (and, with --force-delete, the only pods that may be deleted).")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide, json or yaml. Default: a table.")
@@ -154,6 +161,42 @@ func (o *options) command(ctx context.Context) *cobra.Command {
 	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "With --force-delete: do not ask for confirmation.")
 	cmd.Flags().IntVar(&o.maxDeletes, "max-deletes", DefaultMaxDeletes, "With --force-delete: the most pods deleted in one run; the rest are held back.")
 	return cmd
+}
+
+// addKubeconfigFlags adds kubectl's flags for reaching the cluster, by
+// kubectl's names: --kubeconfig, and client-go's recommended overrides
+// (--context, --cluster, --user, -n/--namespace, -s/--server, --token,
+// --as, --as-group, --as-uid, --certificate-authority,
+// --client-certificate, --client-key, --insecure-skip-tls-verify,
+// --tls-server-name, --proxy-url, --disable-compression, --username,
+// --password, --request-timeout), and --as-user-extra. kubectl's
+// --cache-dir is not among them: the plugin keeps no discovery cache.
+func (o *options) addKubeconfigFlags(cmd *cobra.Command) {
+	flags := cmd.Flags()
+	flags.StringVar(&o.kubeconfig, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use for CLI requests.")
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	names.ClusterOverrideFlags.APIServer.ShortName = "s"
+	clientcmd.BindOverrideFlags(&o.overrides, flags, names)
+	flags.StringArrayVar(&o.userExtras, "as-user-extra", nil, "User extras to impersonate for the operation (key=value), this flag can be repeated to specify multiple values for the same key.")
+}
+
+// kubeconfigLoader resolves the kubeconfig as kubectl does: --kubeconfig,
+// else $KUBECONFIG, else ~/.kube/config, with the flags' overrides. It never
+// prompts: stdin is for the confirmation.
+func (o *options) kubeconfigLoader() (clientcmd.ClientConfig, error) {
+	for _, extra := range o.userExtras {
+		key, value, ok := strings.Cut(extra, "=")
+		if !ok || key == "" {
+			return nil, fmt.Errorf("--as-user-extra %q: want key=value", extra)
+		}
+		if o.overrides.AuthInfo.ImpersonateUserExtra == nil {
+			o.overrides.AuthInfo.ImpersonateUserExtra = map[string][]string{}
+		}
+		o.overrides.AuthInfo.ImpersonateUserExtra[key] = append(o.overrides.AuthInfo.ImpersonateUserExtra[key], value)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &o.overrides), nil
 }
 
 // run is the whole command; o.exit is set when it returns nil.
@@ -182,24 +225,28 @@ func (o *options) run(ctx context.Context) error {
 		}
 		selector = sel
 	}
-	config, err := o.flags.ToRESTConfig()
+	loader, err := o.kubeconfigLoader()
+	if err != nil {
+		return err
+	}
+	config, err := loader.ClientConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	namespace := ""
 	if !o.allNamespaces {
-		if namespace, _, err = o.flags.ToRawKubeConfigLoader().Namespace(); err != nil {
+		if namespace, _, err = loader.Namespace(); err != nil {
 			return fmt.Errorf("kubeconfig: %w", err)
 		}
 	}
 	// A scan is a few LISTs and the delete phase one GET and one DELETE per
 	// pod: client-side throttling would only slow those down.
 	config.QPS, config.Burst = 50, 100
-	newClient := o.env.NewClient
-	if newClient == nil {
-		newClient = func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
+	newCluster := o.env.NewCluster
+	if newCluster == nil {
+		newCluster = NewCluster
 	}
-	client, err := newClient(config)
+	cluster, err := newCluster(config)
 	if err != nil {
 		return err
 	}
@@ -212,7 +259,7 @@ func (o *options) run(ctx context.Context) error {
 		pageSize = DefaultPageSize
 	}
 
-	ev, warnings, err := newEvidence(ctx, client, pageSize)
+	ev, warnings, err := newEvidence(ctx, cluster, pageSize)
 	if err != nil {
 		return err
 	}
@@ -221,7 +268,7 @@ func (o *options) run(ctx context.Context) error {
 		o.warn(w)
 		list.Warnings = append(list.Warnings, w)
 	}
-	s := &scan{client: client, namespace: namespace, selector: o.selector, pageSize: pageSize, evidence: ev, clock: clk}
+	s := &scan{cluster: cluster, namespace: namespace, selector: o.selector, pageSize: pageSize, evidence: ev, clock: clk}
 	if o.isTerminal(o.streams.ErrOut) {
 		s.progress = o.streams.ErrOut
 	}
@@ -236,7 +283,7 @@ func (o *options) run(ctx context.Context) error {
 	list.ScannedPods = res.scanned
 	list.Items = append(list.Items, res.rows...)
 	if res.scanned == 0 && namespace != "" {
-		if err := namespaceExists(ctx, client, namespace); err != nil {
+		if err := namespaceExists(ctx, cluster, namespace); err != nil {
 			return err
 		}
 	}
@@ -248,10 +295,10 @@ func (o *options) run(ctx context.Context) error {
 		o.exit = exitCode(list.Items, false)
 		return nil
 	}
-	return o.runForceDelete(ctx, client, selector, list, namespace, pageSize, clk)
+	return o.runForceDelete(ctx, cluster, selector, list, namespace, pageSize, clk)
 }
 
-func (o *options) runForceDelete(ctx context.Context, client kubernetes.Interface, selector labels.Selector, list *PodHealthList, namespace string, pageSize int64, clk clock.PassiveClock) error {
+func (o *options) runForceDelete(ctx context.Context, cluster Cluster, selector labels.Selector, list *PodHealthList, namespace string, pageSize int64, clk clock.PassiveClock) error {
 	// The plan goes where a person reads it: stdout for a table, stderr
 	// when stdout carries a document.
 	planOut := o.streams.Out
@@ -283,7 +330,7 @@ func (o *options) runForceDelete(ctx context.Context, client kubernetes.Interfac
 		o.exit = exitCode(list.Items, false)
 		return nil
 	}
-	warnings, err := forceDelete(ctx, client, selector, candidates, o.maxDeletes, pageSize, clk)
+	warnings, err := forceDelete(ctx, cluster, selector, candidates, o.maxDeletes, pageSize, clk)
 	for _, w := range warnings {
 		if !contains(list.Warnings, w) {
 			o.warn(w)
@@ -362,8 +409,8 @@ func (o *options) isTerminal(w io.Writer) bool {
 // namespaceExists tells a namespace without pods from one that does not
 // exist. Without the right to read namespaces it cannot tell, and says
 // nothing.
-func namespaceExists(ctx context.Context, client kubernetes.Interface, namespace string) error {
-	_, err := client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+func namespaceExists(ctx context.Context, cluster Cluster, namespace string) error {
+	_, err := cluster.GetNamespace(ctx, namespace)
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("namespace %q not found", namespace)
 	}

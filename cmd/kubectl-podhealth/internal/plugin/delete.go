@@ -2,56 +2,53 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/podhealth/podhealth/health"
-	"github.com/podhealth/podhealth/podsource/kube"
+	"github.com/podhealth/podhealth/podsource"
 )
 
-var _ health.Deleter = (*namespacedDeleter)(nil)
+var _ health.Deleter = namespacedDeleter{}
 
-// namespacedDeleter hands each pod to a kube.Deleter of the pod's own
-// namespace, bound to the run's label selector (or, without one, to the
-// whole namespace on purpose), so that a run over every namespace keeps the
-// library's scope check. It is safe for concurrent use.
+// namespacedDeleter force-deletes pods of any namespace, each bound to the
+// run's label selector (or, without one, to the whole namespace on
+// purpose), with kube.Deleter's checks: a pod outside that scope
+// (podsource.InScope) or without a name or UID is refused without a
+// request, and the DELETE has a grace period of 0 and a precondition on
+// the pod's UID (podsource.ForceDeleteOptions). It is safe for concurrent
+// use when its Cluster is.
 type namespacedDeleter struct {
-	client   kubernetes.Interface
+	cluster  Cluster
 	selector labels.Selector // podsource.WholeNamespace() when -l was not given
-
-	mu       sync.Mutex
-	deleters map[string]*kube.Deleter
 }
 
-func newNamespacedDeleter(client kubernetes.Interface, selector labels.Selector) *namespacedDeleter {
-	return &namespacedDeleter{client: client, selector: selector, deleters: map[string]*kube.Deleter{}}
-}
-
-func (d *namespacedDeleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
+func (d namespacedDeleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
 	if pod == nil {
-		return fmt.Errorf("force delete of a nil pod")
+		return errors.New("force delete of a nil pod")
 	}
-	d.mu.Lock()
-	del, ok := d.deleters[pod.Namespace]
-	if !ok {
-		var err error
-		del, err = kube.NewDeleter(d.client.CoreV1(), pod.Namespace, kube.DeleterOptions{Selector: d.selector})
-		if err != nil {
-			d.mu.Unlock()
-			return err
-		}
-		d.deleters[pod.Namespace] = del
+	if err := podsource.ValidateScope(pod.Namespace, d.selector); err != nil {
+		return err
 	}
-	d.mu.Unlock()
-	return del.ForceDelete(ctx, pod)
+	if err := podsource.InScope(pod, pod.Namespace, d.selector); err != nil {
+		return err
+	}
+	if pod.Name == "" || pod.UID == "" {
+		return fmt.Errorf("force delete of pod %s/%s: %w", pod.Namespace, pod.Name, health.ErrUnidentifiedPod)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("force delete of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if err := d.cluster.DeletePod(ctx, pod.Namespace, pod.Name, podsource.ForceDeleteOptions(pod.UID)); err != nil {
+		return fmt.Errorf("DELETE pod %s/%s with grace period 0 and UID precondition: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
 }
 
 // budgetWindow is the window of the --max-deletes budget: longer than any
@@ -64,16 +61,16 @@ const budgetWindow = 24 * time.Hour
 // budget of maxDeletes. It fills in each candidate's Result, and returns
 // the warnings of the evidence it read; an error only when it could not
 // check at all. A failed delete is a result, not an error.
-func forceDelete(ctx context.Context, client kubernetes.Interface, selector labels.Selector, candidates []*PodHealth,
+func forceDelete(ctx context.Context, cluster Cluster, selector labels.Selector, candidates []*PodHealth,
 	maxDeletes int, pageSize int64, clk clock.PassiveClock) ([]string, error) {
-	ev, warnings, err := newEvidence(ctx, client, pageSize)
+	ev, warnings, err := newEvidence(ctx, cluster, pageSize)
 	if err != nil {
 		return nil, err
 	}
 	byUID := map[string]*PodHealth{}
 	var fresh []*corev1.Pod
 	for _, c := range candidates {
-		pod, err := client.CoreV1().Pods(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		pod, err := cluster.GetPod(ctx, c.Namespace, c.Name)
 		switch {
 		case apierrors.IsNotFound(err):
 			c.Result, c.done = "already gone", doneRemoved
@@ -99,7 +96,7 @@ func forceDelete(ctx context.Context, client kubernetes.Interface, selector labe
 	opts.Budget = budget
 	opts.Clock = clk
 	checker, err := health.New(health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return fresh, nil }),
-		newNamespacedDeleter(client, selector), opts)
+		namespacedDeleter{cluster: cluster, selector: selector}, opts)
 	if err != nil {
 		return warnings, err
 	}

@@ -9,7 +9,8 @@
 // --force-delete it re-reads the nodes and each pod it would delete, and
 // runs one real health.Checker over those pods, with the library's policy,
 // a health.Breaker over the nodes and a health.DeleteBudget of
-// --max-deletes, through a kube.Deleter per namespace.
+// --max-deletes, through a deleter with kube.Deleter's checks. It reaches
+// the API server through a Cluster, a REST client of core/v1 alone.
 //
 // Main is the whole command; it is not safe for concurrent use with the
 // same streams.

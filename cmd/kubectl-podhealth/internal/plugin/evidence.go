@@ -9,10 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/podhealth/podhealth/health"
-	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 var (
@@ -39,11 +37,11 @@ type nodeSnapshot struct {
 // continue token goes on at the API server's current state, as a pod scan
 // does (see resumeExpired); a node read twice across the two states keeps
 // its later object.
-func listNodes(ctx context.Context, client kubernetes.Interface, pageSize int64) (*nodeSnapshot, error) {
+func listNodes(ctx context.Context, cluster Cluster, pageSize int64) (*nodeSnapshot, error) {
 	s := &nodeSnapshot{byName: map[string]*corev1.Node{}}
 	opts := metav1.ListOptions{Limit: pageSize}
 	for {
-		page, err := client.CoreV1().Nodes().List(ctx, opts)
+		page, err := cluster.ListNodes(ctx, opts)
 		if next, ok := resumeExpired(err, opts); ok {
 			opts.Continue = next
 			s.warnings = appendOnce(s.warnings, "the node list took longer than the API server keeps a consistent snapshot; the rest of it was read at a later state")
@@ -124,9 +122,9 @@ func (o *onceNodes) GetNode(ctx context.Context, name string) (*corev1.Node, err
 // read (no RBAC, say) is an error, and the policy then counts the pod as
 // stateful. It is safe for concurrent use.
 type onceClaims struct {
-	client kubernetes.Interface
-	mu     sync.Mutex
-	seen   map[string]claimAnswer
+	cluster Cluster
+	mu      sync.Mutex
+	seen    map[string]claimAnswer
 }
 
 type claimAnswer struct {
@@ -134,8 +132,8 @@ type claimAnswer struct {
 	err   error
 }
 
-func newOnceClaims(client kubernetes.Interface) *onceClaims {
-	return &onceClaims{client: client, seen: map[string]claimAnswer{}}
+func newOnceClaims(cluster Cluster) *onceClaims {
+	return &onceClaims{cluster: cluster, seen: map[string]claimAnswer{}}
 }
 
 func (o *onceClaims) GetClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
@@ -146,7 +144,7 @@ func (o *onceClaims) GetClaim(ctx context.Context, namespace, name string) (*cor
 	if ok {
 		return a.claim, a.err
 	}
-	claim, err := o.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	claim, err := o.cluster.GetClaim(ctx, namespace, name)
 	if err != nil {
 		err = fmt.Errorf("reading claim %s: %w", key, err)
 	}
@@ -183,16 +181,12 @@ func (e *evidence) options() health.Options {
 // newEvidence lists the nodes and prepares the live reads. A Forbidden or
 // Unauthorized answer to the node LIST is not an error: the run goes on
 // without node evidence, and the returned warning says what that costs.
-func newEvidence(ctx context.Context, client kubernetes.Interface, pageSize int64) (*evidence, []string, error) {
-	e := &evidence{claims: newOnceClaims(client)}
-	nodes, err := listNodes(ctx, client, pageSize)
+func newEvidence(ctx context.Context, cluster Cluster, pageSize int64) (*evidence, []string, error) {
+	e := &evidence{claims: newOnceClaims(cluster)}
+	nodes, err := listNodes(ctx, cluster, pageSize)
 	switch {
 	case err == nil:
-		live, lerr := kube.NewLiveNodes(client.CoreV1())
-		if lerr != nil {
-			return nil, nil, lerr
-		}
-		e.nodes, e.live = nodes, newOnceNodes(live)
+		e.nodes, e.live = nodes, newOnceNodes(liveNodes{cluster: cluster})
 		return e, nodes.warnings, nil
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		return e, []string{noNodeEvidenceWarning(err)}, nil

@@ -115,7 +115,7 @@ func TestForceDelete(t *testing.T) {
 			args:    []string{"--yes"},
 			want:    []types.UID{f.taintEvicted.UID},
 			code:    ExitError,
-			results: []string{`pod default/taint-evicted: delete failed: podhealth: force-deleting pod default/taint-evicted (uid "3c0c8989-7032-484b-9396-d2330489e1cf"): kube: DELETE pod default/taint-evicted with grace period 0 and UID precondition: Internal error occurred: etcd is unhappy`},
+			results: []string{`pod default/taint-evicted: delete failed: podhealth: force-deleting pod default/taint-evicted (uid "3c0c8989-7032-484b-9396-d2330489e1cf"): DELETE pod default/taint-evicted with grace period 0 and UID precondition: Internal error occurred: etcd is unhappy`},
 		},
 		{
 			name:    "a pod replaced by a newer one of the same name after the scan is left alone",
@@ -262,6 +262,9 @@ func TestBadInputIsOneLine(t *testing.T) {
 		{name: "--yes alone", args: []string{"--yes"}, want: "error: --yes only confirms --force-delete; add --force-delete, or drop --yes"},
 		{name: "unknown flag", args: []string{"--frce-delete"}, want: "error: unknown flag: --frce-delete (see kubectl podhealth --help)"},
 		{name: "an argument", args: []string{"pods"}, want: `error: unknown command "pods" for "kubectl podhealth"`},
+		{name: "a user extra without a value", args: []string{"--as=jane", "--as-user-extra=scopes"}, want: `error: --as-user-extra "scopes": want key=value`},
+		{name: "a bad request timeout", args: []string{"--request-timeout=soon"}, want: `error: kubeconfig: Invalid timeout value. Timeout must be a single integer in seconds, or an integer followed by a corresponding time unit (e.g. 1s | 2m | 3h)`},
+		{name: "kubectl's --cache-dir: no cache to point at", args: []string{"--cache-dir=/tmp/kube"}, want: "error: unknown flag: --cache-dir (see kubectl podhealth --help)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,7 +21,6 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -171,6 +170,41 @@ func paginate(client *fake.Clientset, resource string, gvr schema.GroupVersionRe
 	})
 }
 
+// clientsetCluster is the Cluster of a clientset: the tests run the
+// command over client-go's fake one, whose recorded actions and reactors
+// they read and set.
+type clientsetCluster struct{ client kubernetes.Interface }
+
+var _ Cluster = clientsetCluster{}
+
+func (c clientsetCluster) ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error) {
+	return c.client.CoreV1().Pods(namespace).List(ctx, opts)
+}
+
+func (c clientsetCluster) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	return c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c clientsetCluster) DeletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.client.CoreV1().Pods(namespace).Delete(ctx, name, opts)
+}
+
+func (c clientsetCluster) ListNodes(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
+	return c.client.CoreV1().Nodes().List(ctx, opts)
+}
+
+func (c clientsetCluster) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	return c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c clientsetCluster) GetClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	return c.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c clientsetCluster) GetNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	return c.client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+}
+
 // run runs the plugin against client with the given stdin, with a
 // kubeconfig whose current context "test" has namespace default.
 type result struct {
@@ -193,12 +227,12 @@ func run(t *testing.T, client kubernetes.Interface, ro runOptions, args ...strin
 	}
 	var stdout, stderr bytes.Buffer
 	env := Env{
-		NewClient:  func(*rest.Config) (kubernetes.Interface, error) { return client, nil },
+		NewCluster: func(*rest.Config) (Cluster, error) { return clientsetCluster{client}, nil },
 		IsTerminal: func(io.Writer) bool { return ro.terminal },
 		Clock:      clocktesting.NewFakePassiveClock(now),
 		PageSize:   ro.pageSize,
 	}
-	streams := genericiooptions.IOStreams{In: strings.NewReader(ro.stdin), Out: &stdout, ErrOut: &stderr}
+	streams := IOStreams{In: strings.NewReader(ro.stdin), Out: &stdout, ErrOut: &stderr}
 	code := Main(context.Background(), append([]string{"--kubeconfig=" + kubeconfig}, args...), streams, env)
 	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }

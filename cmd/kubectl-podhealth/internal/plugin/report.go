@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -106,22 +105,6 @@ func doneOf(o health.Outcome) doneKind {
 		return doneFailed
 	}
 	return doneLeft
-}
-
-// DeepCopyObject makes PodHealthList a runtime.Object for the printers.
-func (l *PodHealthList) DeepCopyObject() runtime.Object {
-	if l == nil {
-		return nil
-	}
-	out := *l
-	out.Warnings = append([]string(nil), l.Warnings...)
-	out.Items = make([]PodHealth, len(l.Items))
-	for i, it := range l.Items {
-		out.Items[i] = it
-		out.Items[i].NodeNotReadySince = it.NodeNotReadySince.DeepCopy()
-		out.Items[i].DeletionTimestamp = it.DeletionTimestamp.DeepCopy()
-	}
-	return &out
 }
 
 // nodeView is what a run knows about one node, for the NODE STATE column.

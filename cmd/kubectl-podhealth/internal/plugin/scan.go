@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/podhealth/podhealth/health"
@@ -21,7 +20,7 @@ import (
 // copied out of their page, so that memory stays bounded by one page plus
 // the listed pods however many pods the cluster has.
 type scan struct {
-	client    kubernetes.Interface
+	cluster   Cluster
 	namespace string
 	selector  string
 	pageSize  int64
@@ -48,7 +47,7 @@ func (s *scan) run(ctx context.Context) (scanResult, error) {
 	start := s.clock.Now()
 	defer s.endProgress(&res)
 	for {
-		page, err := s.client.CoreV1().Pods(s.namespace).List(ctx, opts)
+		page, err := s.cluster.ListPods(ctx, s.namespace, opts)
 		if next, ok := resumeExpired(err, opts); ok {
 			// The scan outlived its continue token: go on from the next
 			// pod at the current state, as the API server offers.
