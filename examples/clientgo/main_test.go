@@ -20,6 +20,7 @@ import (
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/internal/testutil/informertest"
 )
 
 const (
@@ -152,7 +153,7 @@ func (c *cluster) start(t *testing.T, opts health.Options) {
 	})
 	select {
 	case <-c.watched:
-	case <-time.After(testutil.WatchTimeout):
+	case <-time.After(informertest.WatchTimeout):
 		t.Fatal("the controller's informer never started its watch")
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/internal/testutil/informertest"
 	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/replacements"
 )
@@ -392,7 +393,7 @@ func TestRunOverInformerReplacesTheDeadPodAndStopsCleanly(t *testing.T) {
 
 // startInformer starts a pod informer over client as main does, with the
 // handlers of the controller that build makes over its lister, and returns
-// once the cache synced and the watch started (testutil.StartInformers).
+// once the cache synced and the watch started (informertest.StartInformers).
 func startInformer(t testing.TB, client *fake.Clientset, build func(corelisters.PodLister) *controller) coreinformers.PodInformer {
 	t.Helper()
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("default"),
@@ -403,7 +404,7 @@ func startInformer(t testing.TB, client *fake.Clientset, build func(corelisters.
 		_, err := pods.Informer().AddEventHandler(h)
 		require.NoError(t, err)
 	}
-	testutil.StartInformers(t, client, factory, "pods")
+	informertest.StartInformers(t, client, factory, "pods")
 	return pods
 }
 

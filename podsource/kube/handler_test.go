@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podhealth/podhealth/health"
-	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/internal/testutil/informertest"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -127,7 +127,7 @@ func TestDeadPodHandlerFiresOnTheInformersUpdate(t *testing.T) {
 	require.NoError(t, err)
 	_, err = factory.Core().V1().Pods().Informer().AddEventHandler(handler)
 	require.NoError(t, err)
-	testutil.StartInformers(t, client, factory, "pods")
+	informertest.StartInformers(t, client, factory, "pods")
 	ctx := context.Background()
 	enqueued := func() []string {
 		mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/internal/testutil/informertest"
 )
 
 // Fixture pods, captured from a real control plane (see
@@ -25,7 +26,7 @@ var (
 	loadNode         = testutil.LoadNode
 	allFixturePods   = testutil.LoadPods
 	objects          = testutil.Objects
-	startPodInformer = testutil.StartPodInformer
+	startPodInformer = informertest.StartPodInformer
 )
 
 // deleteActions returns the DELETE actions recorded by client.

@@ -15,7 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/podhealth/podhealth/health"
-	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/internal/testutil/informertest"
 	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
@@ -51,7 +51,7 @@ func TestNewCheckerWiresAWorkloadInOneCall(t *testing.T) {
 				nodes := factory.Core().V1().Nodes()
 				opts := kube.CheckerOptions{Nodes: nodes}
 				_ = nodes.Informer() // registered before the factory starts
-				testutil.StartInformers(t, client, factory, "nodes")
+				informertest.StartInformers(t, client, factory, "nodes")
 				return opts
 			},
 			wantOutcome: health.ForceDeleted, wantEventSeen: true,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/internal/testutil/informertest"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -71,8 +72,8 @@ func TestPolicyRulesGrantExactlyWhatAFullRunSends(t *testing.T) {
 	require.NoError(t, err)
 	nodes, err := kube.NewNodeSource(cluster.Core().V1().Nodes())
 	require.NoError(t, err)
-	testutil.StartInformers(t, client, namespaced, "pods", "persistentvolumeclaims")
-	testutil.StartInformers(t, client, cluster, "nodes")
+	informertest.StartInformers(t, client, namespaced, "pods", "persistentvolumeclaims")
+	informertest.StartInformers(t, client, cluster, "nodes")
 
 	source, err := kube.NewListerSource(podLister, "default", registry)
 	require.NoError(t, err)
