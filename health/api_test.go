@@ -27,8 +27,10 @@ import (
 // Report.NodeEvidence: 2), so that no caller parses English.
 // MultiObserver raised it to 140: every adopter that sent reports to
 // metrics and events at once wrote the same fan-out by hand; Memory.Shed
-// to 141: a Memory too small for its cluster was silent.
-const maxExported = 141
+// to 141: a Memory too small for its cluster was silent. InMaintenance to
+// 142: the Breaker, early replacement and a controller's node events must
+// agree on which node is being stopped on purpose.
+const maxExported = 142
 
 func TestPublicAPIStaysSmall(t *testing.T) {
 	names := exportedIdentifiers(t, ".")

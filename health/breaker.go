@@ -35,8 +35,11 @@ const millionths = 1_000_000
 // has at least MinUnhealthy nodes not Ready making up at least
 // UnhealthyShare of its nodes (a node counts as not Ready unless its
 // NodeState is NodeReady), or when every node of the cluster is not
-// Ready. It also trips when its Nodes cannot be read or list no node at
-// all, since it then knows nothing about the cluster. The zero value (no
+// Ready. A node InMaintenance (a graceful shutdown or a drain in progress)
+// is not counted at all, neither as not Ready nor among the nodes: a
+// rolling reboot is no disruption. It also trips when its Nodes cannot be
+// read or list no node at all, since it then knows nothing about the
+// cluster. The zero value (no
 // Nodes) never trips.
 type Breaker struct {
 	Nodes NodeLister
@@ -62,12 +65,13 @@ type nodeHealth struct{ total, notReady int }
 // needed only when a zone is disrupted, and then read once per check (see
 // zoneOf).
 type disruption struct {
-	cluster   nodeHealth
-	zones     zoneCounts
-	disrupted bool // some zone is disrupted
-	nodes     []*corev1.Node
-	byNode    map[string]string // node name -> zone; made on first use
-	err       error
+	cluster     nodeHealth
+	zones       zoneCounts
+	disrupted   bool // some zone is disrupted
+	maintenance int  // listed nodes InMaintenance, counted nowhere
+	nodes       []*corev1.Node
+	byNode      map[string]string // node name -> zone; made on first use
+	err         error
 }
 
 // zoneCounts counts the nodes of each zone. A cluster has few zones, so it
@@ -126,6 +130,10 @@ func (b Breaker) read(ctx context.Context) *disruption {
 	for i, n := range nodes {
 		if n == nil {
 			return &disruption{err: fmt.Errorf("the node lister listed a nil node at index %d", i)}
+		}
+		if _, stopping := InMaintenance(n); stopping {
+			d.maintenance++
+			continue
 		}
 		z := d.zones.of(n.Labels[corev1.LabelTopologyZone])
 		z.total++
@@ -191,16 +199,25 @@ func (b Breaker) tripped(d *disruption, node string) string {
 	least, share := b.thresholds()
 	switch {
 	case d.cluster.total > 0 && d.cluster.notReady == d.cluster.total:
-		return fmt.Sprintf("all %d nodes are not Ready", d.cluster.total)
+		return fmt.Sprintf("all %d nodes are not Ready", d.cluster.total) + d.uncounted()
 	case d.cluster.disruptedAt(least, share):
-		return fmt.Sprintf("%d of %d nodes are not Ready", d.cluster.notReady, d.cluster.total)
+		return fmt.Sprintf("%d of %d nodes are not Ready", d.cluster.notReady, d.cluster.total) + d.uncounted()
 	case !d.disrupted:
 		return ""
 	}
 	if zone, ok := d.zoneOf(node); ok {
 		if z := d.zones.of(zone); z.disruptedAt(least, share) {
-			return fmt.Sprintf("%d of %d nodes in zone %q are not Ready", z.notReady, z.total, zone)
+			return fmt.Sprintf("%d of %d nodes in zone %q are not Ready", z.notReady, z.total, zone) + d.uncounted()
 		}
 	}
 	return ""
+}
+
+// uncounted is the end of a tripped reason that names the nodes left out
+// for maintenance, or "".
+func (d *disruption) uncounted() string {
+	if d.maintenance == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d more in a graceful shutdown or a drain, not counted)", d.maintenance)
 }

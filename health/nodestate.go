@@ -105,6 +105,38 @@ func NodeStateOf(node *corev1.Node) NodeState {
 	return NodeNotReady
 }
 
+// Node lifecycle conditions of KEP-5683 (k8s.io/api v0.37 names them
+// NodeGracefulNodeShutdownInProgress and NodeDrainInProgress), read by
+// their type strings so that the library builds at its floors, whose API
+// types lack them.
+const (
+	conditionGracefulShutdownInProgress corev1.NodeConditionType = "GracefulNodeShutdownInProgress"
+	conditionDrainInProgress            corev1.NodeConditionType = "DrainInProgress"
+)
+
+// InMaintenance reports whether node declares that it is being stopped or
+// emptied on purpose: its GracefulNodeShutdownInProgress or
+// DrainInProgress condition is True (any other status, or none, is not a
+// declaration). It returns the condition's type. Such a node is not a
+// failed node: the Breaker counts it neither as not Ready nor at all, and
+// early replacement (Options.ReplaceUnreachable) does not replace its
+// pods, whose kubelet is still stopping them. It is no fencing evidence:
+// the API states that an admin or a tool sets and clears these conditions,
+// so they say nothing of whether the node's containers still run; a pod
+// that the kubelet stopped says so itself, in its phase.
+func InMaintenance(node *corev1.Node) (corev1.NodeConditionType, bool) {
+	if node == nil {
+		return "", false
+	}
+	for i := range node.Status.Conditions {
+		c := &node.Status.Conditions[i]
+		if (c.Type == conditionGracefulShutdownInProgress || c.Type == conditionDrainInProgress) && c.Status == corev1.ConditionTrue {
+			return c.Type, true
+		}
+	}
+	return "", false
+}
+
 // readyCondition returns the node's Ready condition, or nil (for a nil node
 // too).
 func readyCondition(node *corev1.Node) *corev1.NodeCondition {

@@ -24,7 +24,8 @@ func validateUnreachable(opts Options) error {
 // unreachable returns the verdict of pod, which the rules call Alive (v),
 // under Options.ReplaceUnreachable: Unreachable when the pod needs no
 // fencing and is bound to a node that is NodeUnreachable or
-// NodeOutOfService, and has been so for Options.UnreachableFor; else v. A
+// NodeOutOfService and not InMaintenance, and has been so for
+// Options.UnreachableFor; else v. A
 // pod with a deletionTimestamp or in a terminal phase keeps v, whatever a
 // rule of the caller's said: it is not serving anyway, and its own verdict
 // says why. Fencing is decided before the wait, so that a pod that can
@@ -38,6 +39,9 @@ func (k *check) unreachable(pod *corev1.Pod, v Verdict) Verdict {
 	state, node := ev.node(pod.Spec.NodeName)
 	if state != NodeUnreachable && state != NodeOutOfService {
 		return v // no evidence, a node that serves, or NodeGone's business
+	}
+	if _, stopping := InMaintenance(node); stopping {
+		return v // its kubelet is stopping the pod: a planned stop, not a failure
 	}
 	if k.policy.needsFencing(k.ctx, pod) != "" {
 		return v // a second copy would be a second writer

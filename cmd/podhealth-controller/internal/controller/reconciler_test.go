@@ -293,6 +293,22 @@ func TestHealthyStatusUpdatesEnqueueNothing(t *testing.T) {
 	require.True(t, nodeChanged.Delete(event.DeleteEvent{Object: lost}))
 }
 
+// A node that starts or ends a graceful shutdown or a drain (KEP-5683's
+// conditions) changes the Breaker's count and early replacement's verdict
+// without changing its NodeState: its pods are judged again.
+func TestANodeStartingOrEndingAShutdownOrADrainIsJudgedAgain(t *testing.T) {
+	lost := node("n1", corev1.ConditionUnknown, unreachable)
+	for _, typ := range []corev1.NodeConditionType{"DrainInProgress", "GracefulNodeShutdownInProgress"} {
+		stopping := lost.DeepCopy()
+		stopping.Status.Conditions = append(stopping.Status.Conditions, corev1.NodeCondition{Type: typ, Status: corev1.ConditionTrue})
+		require.True(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: lost, ObjectNew: stopping}), "%s starts", typ)
+		done := stopping.DeepCopy()
+		done.Status.Conditions[len(done.Status.Conditions)-1].Status = corev1.ConditionFalse
+		require.True(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: stopping, ObjectNew: done}), "%s ends", typ)
+		require.False(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: done, ObjectNew: lost}), "%s False is no declaration either way", typ)
+	}
+}
+
 func TestNodeEventEnqueuesTheGroupsOnThatNodeOnly(t *testing.T) {
 	a := alive("shop", "a-1", "n1", "ReplicaSet", "a")
 	a2 := alive("shop", "a-2", "n1", "ReplicaSet", "a")

@@ -132,13 +132,20 @@ var podMayBeDead = predicate.Funcs{
 }
 
 // nodeChanged lets through a node's deletion and a change of what it says
-// (health.NodeStateOf: Ready, NotReady, Unreachable, OutOfService...).
+// (health.NodeStateOf: Ready, NotReady, Unreachable, OutOfService...), or
+// of whether it is being stopped on purpose (health.InMaintenance), which
+// moves the Breaker's count and ends early replacement's wait.
 var nodeChanged = predicate.Funcs{
 	CreateFunc: func(event.CreateEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		old, okOld := e.ObjectOld.(*corev1.Node)
 		node, okNew := e.ObjectNew.(*corev1.Node)
-		return okOld && okNew && health.NodeStateOf(old) != health.NodeStateOf(node)
+		if !okOld || !okNew {
+			return false
+		}
+		_, wasStopping := health.InMaintenance(old)
+		_, stopping := health.InMaintenance(node)
+		return health.NodeStateOf(old) != health.NodeStateOf(node) || wasStopping != stopping
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return true },
 	GenericFunc: func(event.GenericEvent) bool { return false },
