@@ -51,7 +51,6 @@ func orNone(s string) string {
 	return s
 }
 
-// print writes the list in the chosen output format.
 // print writes list as -o asks: JSON indented by four spaces and YAML as
 // kubectl prints objects, else the table.
 func (o *options) print(list *PodHealthList, w io.Writer, namespace string) error {
