@@ -130,7 +130,7 @@ func BuildBinaries(ctx context.Context) (Binaries, error) {
 		return Binaries{}, err
 	}
 	// examples/controllerruntime and cmd/kubectl-podhealth are modules of
-	// their own (controller-runtime and cli-runtime stay out of the root
+	// their own (controller-runtime and cobra stay out of the root
 	// module's graph), so go builds each from its directory, with the
 	// versions its go.mod states (the same as the e2e module's: .ci/run
 	// checks that every module shared by two builds is at one version).
