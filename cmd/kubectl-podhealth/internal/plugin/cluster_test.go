@@ -251,45 +251,31 @@ func (s *apiServer) listNodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *apiServer) getNode(w http.ResponseWriter, r *http.Request) {
-	if !s.served(w, r, "nodes") {
-		return
-	}
-	s.mu.Lock()
-	n, ok := s.nodes[r.PathValue("name")]
-	s.mu.Unlock()
-	if !ok {
-		s.answerError(w, apierrors.NewNotFound(corev1.Resource("nodes"), r.PathValue("name")))
-		return
-	}
-	s.answer(w, http.StatusOK, n)
+	getOne(s, w, r, "nodes", s.nodes, r.PathValue("name"))
 }
 
 func (s *apiServer) getClaim(w http.ResponseWriter, r *http.Request) {
-	if !s.served(w, r, "persistentvolumeclaims") {
-		return
-	}
-	s.mu.Lock()
-	c, ok := s.claims[r.PathValue("ns")+"/"+r.PathValue("name")]
-	s.mu.Unlock()
-	if !ok {
-		s.answerError(w, apierrors.NewNotFound(corev1.Resource("persistentvolumeclaims"), r.PathValue("name")))
-		return
-	}
-	s.answer(w, http.StatusOK, c)
+	getOne(s, w, r, "persistentvolumeclaims", s.claims, r.PathValue("ns")+"/"+r.PathValue("name"))
 }
 
 func (s *apiServer) getNamespace(w http.ResponseWriter, r *http.Request) {
-	if !s.served(w, r, "namespaces") {
+	getOne(s, w, r, "namespaces", s.spaces, r.PathValue("name"))
+}
+
+// getOne answers a GET of resource with the object objs holds at key, or
+// the API server's NotFound.
+func getOne[T any](s *apiServer, w http.ResponseWriter, r *http.Request, resource string, objs map[string]T, key string) {
+	if !s.served(w, r, resource) {
 		return
 	}
 	s.mu.Lock()
-	ns, ok := s.spaces[r.PathValue("name")]
+	obj, ok := objs[key]
 	s.mu.Unlock()
 	if !ok {
-		s.answerError(w, apierrors.NewNotFound(corev1.Resource("namespaces"), r.PathValue("name")))
+		s.answerError(w, apierrors.NewNotFound(corev1.Resource(resource), r.PathValue("name")))
 		return
 	}
-	s.answer(w, http.StatusOK, ns)
+	s.answer(w, http.StatusOK, obj)
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
