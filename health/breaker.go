@@ -39,8 +39,7 @@ const millionths = 1_000_000
 // is not counted at all, neither as not Ready nor among the nodes: a
 // rolling reboot is no disruption. It also trips when its Nodes cannot be
 // read or list no node at all, since it then knows nothing about the
-// cluster. The zero value (no
-// Nodes) never trips.
+// cluster. The zero value (no Nodes) never trips.
 type Breaker struct {
 	Nodes NodeLister
 	// UnhealthyShare is the share of not-Ready nodes at which it trips:

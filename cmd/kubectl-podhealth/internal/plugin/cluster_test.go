@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -243,7 +244,7 @@ func (s *apiServer) listNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	list := &corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}}
-	for _, name := range slices.Sorted(mapKeys(s.nodes)) {
+	for _, name := range slices.Sorted(maps.Keys(s.nodes)) {
 		list.Items = append(list.Items, *s.nodes[name].DeepCopy())
 	}
 	s.mu.Unlock()
@@ -276,16 +277,6 @@ func getOne[T any](s *apiServer, w http.ResponseWriter, r *http.Request, resourc
 		return
 	}
 	s.answer(w, http.StatusOK, obj)
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // TestTheRESTClusterDeleterPassesTheDeleterConformanceSuite: the deleter

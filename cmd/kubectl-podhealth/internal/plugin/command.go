@@ -184,16 +184,18 @@ func (o *options) addKubeconfigFlags(cmd *cobra.Command) {
 // else $KUBECONFIG, else ~/.kube/config, with the flags' overrides. It never
 // prompts: stdin is for the confirmation.
 func (o *options) kubeconfigLoader() (clientcmd.ClientConfig, error) {
+	var extras map[string][]string
 	for _, extra := range o.userExtras {
 		key, value, ok := strings.Cut(extra, "=")
 		if !ok || key == "" {
 			return nil, fmt.Errorf("--as-user-extra %q: want key=value", extra)
 		}
-		if o.overrides.AuthInfo.ImpersonateUserExtra == nil {
-			o.overrides.AuthInfo.ImpersonateUserExtra = map[string][]string{}
+		if extras == nil {
+			extras = map[string][]string{}
 		}
-		o.overrides.AuthInfo.ImpersonateUserExtra[key] = append(o.overrides.AuthInfo.ImpersonateUserExtra[key], value)
+		extras[key] = append(extras[key], value)
 	}
+	o.overrides.AuthInfo.ImpersonateUserExtra = extras
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &o.overrides), nil
