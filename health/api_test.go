@@ -29,8 +29,11 @@ import (
 // metrics and events at once wrote the same fan-out by hand; Memory.Shed
 // to 141: a Memory too small for its cluster was silent. InMaintenance to
 // 142: the Breaker, early replacement and a controller's node events must
-// agree on which node is being stopped on purpose.
-const maxExported = 142
+// agree on which node is being stopped on purpose. ShutdownTaint (its Key
+// and After), TaintCloudShutdown and Options.ShutdownTaints to 147: the
+// cloud's word that an instance is shut down is fencing evidence that no
+// other name could carry.
+const maxExported = 147
 
 func TestPublicAPIStaysSmall(t *testing.T) {
 	names := exportedIdentifiers(t, ".")

@@ -122,8 +122,15 @@ func (k *check) holdBack(pod *corev1.Pod, v Verdict) Hold {
 		return Hold{Reason: HeldMalformed, Detail: why}
 	}
 	if !v.Fenced {
-		if why := k.policy.needsFencing(k.ctx, pod); why != "" && !fenced(pod, k.getEvidence()) {
-			return Hold{Reason: HeldForFencing, Detail: why}
+		if why := k.policy.needsFencing(k.ctx, pod); why != "" {
+			ok, waiting := fenced(pod, k.getEvidence())
+			switch {
+			case ok:
+			case waiting != "":
+				return Hold{Reason: HeldForFencing, Detail: why + "; " + waiting}
+			default:
+				return Hold{Reason: HeldForFencing, Detail: why}
+			}
 		}
 	}
 	if k.breaker.Nodes != nil {

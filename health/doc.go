@@ -88,7 +88,10 @@
 //     mounting an inline volume that one node writes at a time; see
 //     FenceStateful)
 //     and neither its verdict nor its node shows that its containers cannot
-//     run: the node is NodeGone or NodeOutOfService (HeldForFencing);
+//     run: the node is NodeGone or NodeOutOfService, or, when named in
+//     Options.ShutdownTaints, it is not Ready and has carried such a
+//     taint (the cloud's TaintCloudShutdown, say) for its After
+//     (HeldForFencing);
 //   - the Breaker is open: an unusual share of the nodes of the cluster or of
 //     the pod's zone is not Ready, which points to a control-plane or
 //     network problem rather than to failed nodes (HeldByBreaker);

@@ -62,6 +62,8 @@ type evidence struct {
 	// wake is how soon a rule expects a pod's verdict to change with time
 	// alone (a deadline that passes, a wait that ends); 0 when none does.
 	wake time.Duration
+	// shutdownTaints are Options.ShutdownTaints (see shutdown.go).
+	shutdownTaints []ShutdownTaint
 }
 
 // nodeReason is a verdict's reason about a node, before it is spelled out.
@@ -107,6 +109,9 @@ func (e *evidence) node(name string) (NodeState, *corev1.Node) {
 	e.seen[name] = f
 	if e.forgetRecovered && f.state == NodeReady {
 		e.sightings.forget(unreachableKey(name))
+	}
+	if len(e.shutdownTaints) > 0 {
+		e.forgetShutdowns(name, f)
 	}
 	return f.state, f.node
 }
@@ -254,7 +259,7 @@ func (k *check) getEvidence() *evidence {
 		}
 		seen, reasons, table := e.seen, e.reasons, e.table
 		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, clock: k.clock, now: k.now, haveNow: k.haveNow, seen: seen, reasons: reasons, table: table, ownSightings: k.firstSightings(),
-			forgetRecovered: k.replaceUnreachable && k.unreachableFor > 0}
+			forgetRecovered: k.replaceUnreachable && k.unreachableFor > 0, shutdownTaints: k.policy.shutdownTaints}
 		e.sightings = &e.ownSightings
 		k.evidence = e
 	}

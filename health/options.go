@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -58,6 +59,14 @@ type Options struct {
 	// Claims tells the access modes of the claims a pod mounts. Nil means
 	// they are unknown, and a pod that mounts any claim counts as stateful.
 	Claims ClaimGetter
+	// ShutdownTaints are taints that, on a node that is not Ready, are
+	// fencing evidence once seen for their After (see ShutdownTaint):
+	// typically {Key: TaintCloudShutdown, After: ...}, the cloud's word
+	// that the node's instance is shut down. Empty, the default, means
+	// only the out-of-service taint and a node's deletion fence. It needs
+	// Options.Nodes, and is refused with FenceNever, where it would do
+	// nothing.
+	ShutdownTaints []ShutdownTaint
 	// Budget, when not nil, limits force deletes per time window; share one
 	// between Checkers to limit them together. It must come from
 	// NewDeleteBudget: New refuses a zero DeleteBudget.
@@ -157,6 +166,9 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 	if err := validateUnreachable(opts); err != nil {
 		return nil, fmt.Errorf("podhealth: New: %w", err)
 	}
+	if err := validateShutdownTaints(opts); err != nil {
+		return nil, fmt.Errorf("podhealth: New: %w", err)
+	}
 	c := &Checker{
 		source:    source,
 		dryRun:    opts.DryRun,
@@ -165,7 +177,7 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 		rules:     opts.Rules,
 		nodes:     opts.Nodes,
 		liveNodes: opts.LiveNodes,
-		policy:    policy{fencing: opts.Fencing, claims: opts.Claims},
+		policy:    policy{fencing: opts.Fencing, claims: opts.Claims, shutdownTaints: slices.Clone(opts.ShutdownTaints)},
 		budget:    opts.Budget,
 		breaker:   opts.Breaker,
 		memory:    opts.Memory,

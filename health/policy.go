@@ -75,6 +75,8 @@ type policy struct {
 	// claims tells the access modes of the claims a pod mounts. Nil means
 	// they are unknown, and a pod that mounts any claim needs fencing.
 	claims ClaimGetter
+	// shutdownTaints are Options.ShutdownTaints: more fencing evidence.
+	shutdownTaints []ShutdownTaint
 }
 
 // needsFencing returns why pod needs fencing evidence, or "" if it does not.
@@ -231,10 +233,15 @@ func single(modes []corev1.PersistentVolumeAccessMode) bool {
 }
 
 // fenced reports whether the node evidence shows that pod's containers
-// cannot be running: its node is Gone or OutOfService (NodeState.Fences).
-func fenced(pod *corev1.Pod, ev *evidence) bool {
-	state, _ := ev.node(pod.Spec.NodeName)
-	return state.Fences()
+// cannot be running: its node is Gone or OutOfService (NodeState.Fences),
+// or carries one of Options.ShutdownTaints long enough. When it does not,
+// waiting says what a shutdown taint still waits for, if anything.
+func fenced(pod *corev1.Pod, ev *evidence) (ok bool, waiting string) {
+	state, node := ev.node(pod.Spec.NodeName)
+	if state.Fences() {
+		return true, ""
+	}
+	return ev.shutdownFenced(pod.Spec.NodeName, state, node)
 }
 
 func optedOut(pod *corev1.Pod) bool {

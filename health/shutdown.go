@@ -1,0 +1,151 @@
+package health
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// TaintCloudShutdown is the taint that the cloud node-lifecycle controller
+// of k8s.io/cloud-provider puts on a node whose Ready condition is not
+// True once its cloud reports the node's instance shut down, and removes
+// when the node is Ready again. What "shut down" means differs between
+// clouds: docs/safety.md says what each provider reports.
+const TaintCloudShutdown = "node.cloudprovider.kubernetes.io/shutdown"
+
+// ShutdownTaint names a taint that an authority outside the node (the
+// cloud, a fencing tool) puts on a node whose machine it knows to be
+// powered off, for Options.ShutdownTaints. A node that carries it is
+// fencing evidence, like the out-of-service taint, only when all of these
+// hold:
+//   - the node's Ready condition is False or Unknown (a node without one,
+//     or one that cannot be read, is no evidence);
+//   - the taint, with any effect, has been on the node for at least After,
+//     as this Checker (or one sharing its Memory) saw it: measured from the
+//     first check that saw it, on the Checker's clock, since the taint
+//     carries no time of its own. A fresh Memory waits After again;
+//   - for TaintCloudShutdown, the node's provider is not one that calls an
+//     instance shut down when it cannot reach the instance's host
+//     (kubevirt://, see docs/safety.md).
+//
+// A check that sees the node Ready, or without the taint, forgets its
+// first sighting, so a node that comes back and goes down again waits
+// After afresh. While a pod waits for After, its hold's detail says so and
+// the report's RetryAfter says when the wait ends.
+type ShutdownTaint struct {
+	// Key is the taint's key. Kubernetes' own node.kubernetes.io/ taints
+	// are refused: out-of-service already fences, and the others are set
+	// on silence (unreachable, not-ready) or on pressure.
+	Key string
+	// After is how long the taint must have been seen before it fences: at
+	// least as long as the authority may report a machine shut down before
+	// it is powered off. It must be positive.
+	After time.Duration
+}
+
+// validateShutdownTaints checks Options.ShutdownTaints.
+func validateShutdownTaints(opts Options) error {
+	if len(opts.ShutdownTaints) == 0 {
+		return nil
+	}
+	switch {
+	case opts.Nodes == nil:
+		return errors.New("Options.ShutdownTaints needs node evidence (Options.Nodes): without it no taint is ever read")
+	case opts.Fencing == FenceNever:
+		return errors.New("Options.ShutdownTaints is set, but Options.Fencing is FenceNever: no pod needs fencing evidence, so it would have no effect")
+	}
+	seen := make(map[string]bool, len(opts.ShutdownTaints))
+	var errs []error
+	for i, t := range opts.ShutdownTaints {
+		field := fmt.Sprintf("Options.ShutdownTaints[%d]", i)
+		switch {
+		case t.Key == "":
+			errs = append(errs, fmt.Errorf("%s has no Key", field))
+		case len(validation.IsQualifiedName(t.Key)) > 0:
+			errs = append(errs, fmt.Errorf("%s: %q is not a taint key: %s", field, t.Key, strings.Join(validation.IsQualifiedName(t.Key), "; ")))
+		case strings.HasPrefix(t.Key, "node.kubernetes.io/"):
+			errs = append(errs, fmt.Errorf("%s: %q is Kubernetes' own taint: %s already fences, and the others are set when a node is silent or under pressure, which a running node can be", field, t.Key, corev1.TaintNodeOutOfService))
+		case seen[t.Key]:
+			errs = append(errs, fmt.Errorf("%s: %q is named twice", field, t.Key))
+		}
+		seen[t.Key] = true
+		if t.After <= 0 {
+			errs = append(errs, fmt.Errorf("%s (%s): After %v is not positive: a report of a shutdown may precede the power-off, and only a stated wait covers that", field, t.Key, t.After))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// untrustedShutdownProviders are the provider ID schemes whose cloud
+// reports an instance shut down when it only lost sight of it:
+// cloud-provider-kubevirt calls a VirtualMachineInstance in phase Unknown
+// ("host probably down") shut down. TaintCloudShutdown on their nodes is
+// inferred from silence, so it is no fencing evidence.
+var untrustedShutdownProviders = []string{"kubevirt://"}
+
+// shutdownKey is the key of a node's first sighting with a shutdown taint
+// in the Memory's first-seen record, apart from the pods' UIDs and the
+// nodes' unreachable sightings.
+func shutdownKey(taint, node string) string { return "shutdown\x00" + taint + "\x00" + node }
+
+// shutdownFenced reports whether node, in state, is fenced by one of the
+// shutdown taints. When a taint would fence but has not been seen for
+// its After yet, it returns why the pod waits, and notes when the wait ends
+// (RetryAfter).
+func (e *evidence) shutdownFenced(name string, state NodeState, node *corev1.Node) (bool, string) {
+	if len(e.shutdownTaints) == 0 || node == nil || (state != NodeNotReady && state != NodeUnreachable) {
+		return false, ""
+	}
+	var waiting string
+	for _, t := range e.shutdownTaints {
+		if !hasTaint(node, t.Key) {
+			continue
+		}
+		if t.Key == TaintCloudShutdown && untrustedShutdown(node) {
+			waiting = e.reason("node ", name, " carries "+t.Key+", but its provider ("+node.Spec.ProviderID+") reports a host it cannot reach as shut down: no fencing evidence")
+			continue
+		}
+		first := e.sightings.see(shutdownKey(t.Key, name), e.time())
+		// A clock behind the first sighting counts as no time at all.
+		left := t.After - max(e.time().Sub(first), 0)
+		if left <= 0 {
+			return true, ""
+		}
+		e.retryIn(left)
+		waiting = fmt.Sprintf("node %s carries %s, which fences once seen for %v (%v to go)", name, t.Key, t.After, left.Round(time.Millisecond))
+	}
+	return false, waiting
+}
+
+// forgetShutdowns forgets the first sightings of the shutdown taints that
+// node no longer carries, or all of them when it is Ready: a node that
+// goes down again waits afresh.
+func (e *evidence) forgetShutdowns(name string, f nodeFact) {
+	for _, t := range e.shutdownTaints {
+		if f.state == NodeReady || (f.node != nil && !hasTaint(f.node, t.Key)) {
+			e.sightings.forget(shutdownKey(t.Key, name))
+		}
+	}
+}
+
+func hasTaint(node *corev1.Node, key string) bool {
+	for i := range node.Spec.Taints {
+		if node.Spec.Taints[i].Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func untrustedShutdown(node *corev1.Node) bool {
+	for _, scheme := range untrustedShutdownProviders {
+		if strings.HasPrefix(node.Spec.ProviderID, scheme) {
+			return true
+		}
+	}
+	return false
+}
