@@ -115,6 +115,21 @@ func (z *zoneCounts) of(zone string) *nodeHealth {
 	return &z.counts[len(z.counts)-1].nodeHealth
 }
 
+// Tripped returns why the Breaker stops force deletes on the named node
+// now, or "" when it does not: the answer a check would give, from one
+// listing of b.Nodes. A caller that guards other actions with the
+// Breaker (the out-of-service taints of podhealth-controller) asks it
+// here. A Breaker without Nodes never trips.
+func (b Breaker) Tripped(ctx context.Context, node string) string {
+	if b.Nodes == nil {
+		return ""
+	}
+	if why := b.tripped(b.read(ctx), node); why != "" {
+		return "breaker open: " + why
+	}
+	return ""
+}
+
 func (b Breaker) read(ctx context.Context) *disruption {
 	nodes, err := b.Nodes.ListNodes(ctx)
 	switch {

@@ -26,6 +26,18 @@ func NewDeleteBudget(max int, window time.Duration) (*DeleteBudget, error) {
 	return &DeleteBudget{max: max, window: window}, nil
 }
 
+// Take spends one action of the budget at now, or returns false and how
+// long until the next one is available. A Checker takes one for each force
+// delete; a caller that guards other actions with the same budget (the
+// out-of-service taints of podhealth-controller) shares the limit with
+// the Checkers. A nil budget always allows.
+func (b *DeleteBudget) Take(now time.Time) (ok bool, retryAfter time.Duration) {
+	if b == nil {
+		return true, 0
+	}
+	return b.take(now)
+}
+
 // take spends one delete at now, or says when the next one is available.
 func (b *DeleteBudget) take(now time.Time) (ok bool, retryAfter time.Duration) {
 	b.mu.Lock()

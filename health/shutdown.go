@@ -92,6 +92,45 @@ var untrustedShutdownProviders = []string{"kubevirt://"}
 // nodes' unreachable sightings.
 func shutdownKey(taint, node string) string { return "shutdown\x00" + taint + "\x00" + node }
 
+// ShutdownTaintOf returns the first of taints that node carries and that
+// may fence it: node's Ready condition is False or Unknown, and for
+// TaintCloudShutdown its provider is one that does not call an unreachable
+// host shut down. It does not measure how long the taint has been there:
+// that is the caller's part (a Checker counts each taint's After from its
+// first sighting). It is false for a nil node. podhealth-controller reads
+// nodes through it before it applies the out-of-service taint, so that it
+// and the Checker never disagree about a node.
+func ShutdownTaintOf(node *corev1.Node, taints []ShutdownTaint) (ShutdownTaint, bool) {
+	for _, t := range taints {
+		if shutdownCandidate(node, t) == candidate {
+			return t, true
+		}
+	}
+	return ShutdownTaint{}, false
+}
+
+// candidacy is what a node is to one shutdown taint, before its After.
+type candidacy int
+
+const (
+	notCandidate candidacy = iota // not tainted, Ready, or unreadable
+	untrusted                     // tainted, but by a provider that infers shutdowns
+	candidate
+)
+
+func shutdownCandidate(node *corev1.Node, t ShutdownTaint) candidacy {
+	if state := NodeStateOf(node); state != NodeNotReady && state != NodeUnreachable {
+		return notCandidate // NodeStateOf(nil) is NodeUnknown
+	}
+	if !hasTaint(node, t.Key) {
+		return notCandidate
+	}
+	if t.Key == TaintCloudShutdown && untrustedShutdown(node) {
+		return untrusted
+	}
+	return candidate
+}
+
 // shutdownFenced reports whether node, in state, is fenced by one of the
 // shutdown taints. When a taint would fence but has not been seen for
 // its After yet, it returns why the pod waits, and notes when the wait ends
@@ -102,10 +141,10 @@ func (e *evidence) shutdownFenced(name string, state NodeState, node *corev1.Nod
 	}
 	var waiting string
 	for _, t := range e.shutdownTaints {
-		if !hasTaint(node, t.Key) {
+		switch shutdownCandidate(node, t) {
+		case notCandidate:
 			continue
-		}
-		if t.Key == TaintCloudShutdown && untrustedShutdown(node) {
+		case untrusted:
 			waiting = e.reason("node ", name, " carries "+t.Key+", but its provider ("+node.Spec.ProviderID+") reports a host it cannot reach as shut down: no fencing evidence")
 			continue
 		}

@@ -242,3 +242,58 @@ func TestShutdownTaintsAreCopiedByNew(t *testing.T) {
 	clk.SetTime(start.Add(time.Hour))
 	require.Equal(t, health.HeldBack, shutdownCheck(t, checker).Outcome)
 }
+
+// ShutdownTaintOf agrees with the Checker about which node a shutdown
+// taint may fence, before any wait: only one that is not Ready, tainted,
+// and not a kubevirt node for the cloud's taint.
+func TestShutdownTaintOfAgreesWithTheChecker(t *testing.T) {
+	fencer := health.ShutdownTaint{Key: "fencing.example.com/powered-off", After: time.Second}
+	taints := []health.ShutdownTaint{shutdownAfter[0], fencer}
+	for _, tt := range []struct {
+		name string
+		node *corev1.Node
+		want health.ShutdownTaint
+		ok   bool
+	}{
+		{"nil node", nil, health.ShutdownTaint{}, false},
+		{"Ready with a stale taint", newNode("n1", cloudShutdown), health.ShutdownTaint{}, false},
+		{"not Ready, untainted", newNode("n1", notReady), health.ShutdownTaint{}, false},
+		{"not Ready, the cloud's taint", newNode("n1", notReady, cloudShutdown), shutdownAfter[0], true},
+		{"not Ready, the fencer's taint", newNode("n1", notReady, taint(fencer.Key)), fencer, true},
+		{"kubevirt: the cloud's taint is no evidence, the fencer's is", newNode("n1", notReady, cloudShutdown, taint(fencer.Key), providerID("kubevirt://vm")), fencer, true},
+		{"kubevirt, the cloud's taint alone", newNode("n1", notReady, cloudShutdown, providerID("kubevirt://vm")), health.ShutdownTaint{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := health.ShutdownTaintOf(tt.node, taints)
+			require.Equal(t, tt.ok, ok)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// Breaker.Tripped gives the answer a check gives, and DeleteBudget.Take
+// spends the same budget as force deletes, so that a caller guarding
+// other actions with them shares the limits.
+func TestBreakerTrippedAndBudgetTakeShareTheChecksLimits(t *testing.T) {
+	nodes := fake.NewNodes(join(nodesOf("down", 3, notReady), nodesOf("ok", 2))...)
+	require.Equal(t, "breaker open: 3 of 5 nodes are not Ready", health.Breaker{Nodes: nodes}.Tripped(context.Background(), "down-0"))
+	require.Empty(t, health.Breaker{}.Tripped(context.Background(), "down-0"), "a Breaker without nodes never trips")
+	require.Empty(t, health.Breaker{Nodes: fake.NewNodes(join(nodesOf("down", 1, notReady), nodesOf("ok", 9))...)}.Tripped(context.Background(), "down-0"))
+
+	budget, err := health.NewDeleteBudget(1, time.Minute)
+	require.NoError(t, err)
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	ok, _ := budget.Take(now)
+	require.True(t, ok)
+	pods := fake.New(fake.Options{}, evictedOn("web-1", "gone"))
+	checker := newChecker(t, pods, health.Options{Budget: budget, Clock: clocktesting.NewFakePassiveClock(now)})
+	report, err := checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.HeldByBudget, report.Pods[0].HeldBack.Reason, "the budget Take spent holds the force delete back")
+	ok, retry := budget.Take(now.Add(30 * time.Second))
+	require.False(t, ok)
+	require.Equal(t, 30*time.Second, retry)
+	var none *health.DeleteBudget
+	ok, _ = none.Take(now)
+	require.True(t, ok, "no budget: no limit")
+}
