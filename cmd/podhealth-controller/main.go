@@ -61,6 +61,10 @@ type Config struct {
 	KubeAPIQPS        float64
 	KubeAPIBurst      int
 	Version           bool
+	// ShutdownTaints are --shutdown-taint's; ApplyOutOfService is
+	// --apply-out-of-service.
+	ShutdownTaints    []health.ShutdownTaint
+	ApplyOutOfService bool
 }
 
 // metricsOptions serves /metrics as the flags say: by default over HTTPS,
@@ -89,6 +93,44 @@ func memoryShed(memory *health.Memory) prometheus.Collector {
 		Namespace: "podhealth", Name: "memory_shed_total",
 		Help: "Force-deleted pods that the controller's Memory forgot for room before its TTL; while it grows, raise --memory-capacity.",
 	}, func() float64 { return float64(memory.Shed()) })
+}
+
+// outOfServiceCollector serves the podhealth_out_of_service_* metrics of
+// --apply-out-of-service from the Reconciler's counts, read once per
+// scrape.
+type outOfServiceCollector struct {
+	stats func() controller.OutOfServiceStats
+}
+
+var (
+	oosApplied = prometheus.NewDesc("podhealth_out_of_service_taints_applied_total",
+		"Out-of-service taints the controller applied to nodes that a --shutdown-taint fenced.", nil, nil)
+	oosWouldApply = prometheus.NewDesc("podhealth_out_of_service_taints_would_apply_total",
+		"Out-of-service taints a dry run would have applied.", nil, nil)
+	oosRemoved = prometheus.NewDesc("podhealth_out_of_service_taints_removed_total",
+		"Out-of-service taints the controller removed, once their node was Ready and its old pods gone.", nil, nil)
+	oosTainted = prometheus.NewDesc("podhealth_out_of_service_tainted_nodes",
+		"Nodes that carry an out-of-service taint the controller applied.", nil, nil)
+	oosOldest = prometheus.NewDesc("podhealth_out_of_service_taint_oldest_seconds",
+		"Age of the oldest out-of-service taint the controller applied that is still on its node (0 when none is).", nil, nil)
+	oosRemovedAge = prometheus.NewDesc("podhealth_out_of_service_taint_removed_age_seconds",
+		"Age of the out-of-service taints the controller removed, at their removal.", nil, nil)
+)
+
+func (outOfServiceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{oosApplied, oosWouldApply, oosRemoved, oosTainted, oosOldest, oosRemovedAge} {
+		ch <- d
+	}
+}
+
+func (c outOfServiceCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	ch <- prometheus.MustNewConstMetric(oosApplied, prometheus.CounterValue, float64(s.Applied))
+	ch <- prometheus.MustNewConstMetric(oosWouldApply, prometheus.CounterValue, float64(s.WouldApply))
+	ch <- prometheus.MustNewConstMetric(oosRemoved, prometheus.CounterValue, float64(s.Removed))
+	ch <- prometheus.MustNewConstMetric(oosTainted, prometheus.GaugeValue, float64(s.Tainted))
+	ch <- prometheus.MustNewConstMetric(oosOldest, prometheus.GaugeValue, s.OldestAge.Seconds())
+	ch <- prometheus.MustNewConstSummary(oosRemovedAge, s.Removed, s.RemovedAge.Seconds(), nil)
 }
 
 // fencingHolds are podhealth_fencing_held_pods and
@@ -130,6 +172,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 50, "requests a second to the API server, on average (controller-runtime's default, 20, makes the dead pods of many groups that a closing Breaker lets go wait their turn)")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 100, "requests to the API server in a burst")
 	fs.BoolVar(&c.Version, "version", false, "print the version, commit and Go version of this build, and exit")
+	fs.Func("shutdown-taint", "KEY=AFTER: a taint that, on a node that is not Ready, is fencing evidence once seen for AFTER (a Go duration), such as "+health.TaintCloudShutdown+"=2s, the cloud's word that the instance is shut down (docs/safety.md says what each cloud means by it); repeat for several. None by default", func(v string) error {
+		key, after, ok := strings.Cut(v, "=")
+		if !ok {
+			return fmt.Errorf("%q is not KEY=AFTER", v)
+		}
+		d, err := time.ParseDuration(after)
+		if err != nil {
+			return fmt.Errorf("%q: AFTER: %w", v, err)
+		}
+		c.ShutdownTaints = append(c.ShutdownTaints, health.ShutdownTaint{Key: key, After: d})
+		return nil
+	})
+	fs.BoolVar(&c.ApplyOutOfService, "apply-out-of-service", false, "taint a node "+corev1.TaintNodeOutOfService+"=nodeshutdown:NoExecute once a --shutdown-taint fences it (Kubernetes then force-detaches its volumes), and remove the taints it applied once their node is Ready and its old pods are gone; needs --shutdown-taint, the cluster-wide mode, and node patch rights (config/out-of-service)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -172,6 +227,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		return c, errors.New("--kube-api-qps must be a positive number")
 	case c.KubeAPIBurst < 1:
 		return c, errors.New("--kube-api-burst must be at least 1")
+	case c.ApplyOutOfService && len(c.ShutdownTaints) == 0:
+		return c, errors.New("--apply-out-of-service without --shutdown-taint would never apply a taint: name the evidence it acts on")
+	case c.ApplyOutOfService && len(c.WatchNamespaces) > 0:
+		return c, errors.New("--apply-out-of-service with --watch-namespaces: the controller would not see every pod of a node, and could never remove a taint it applied")
 	}
 	return c, nil
 }
@@ -265,6 +324,9 @@ func run(cfg Config) error {
 		BreakerRecheck:  cfg.BreakerRecheck,
 		Observer:        observer,
 		Recorder:        mgr.GetEventRecorder("podhealth-controller"),
+
+		ShutdownTaints:    cfg.ShutdownTaints,
+		ApplyOutOfService: cfg.ApplyOutOfService,
 	}
 	if cfg.MaxDeletes > 0 {
 		if opts.Budget, err = health.NewDeleteBudget(cfg.MaxDeletes, cfg.DeleteWindow); err != nil {
@@ -275,7 +337,11 @@ func run(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range fencingHolds(r.FencingHolds) {
+	collectors := fencingHolds(r.FencingHolds)
+	if cfg.ApplyOutOfService {
+		collectors = append(collectors, outOfServiceCollector{stats: r.OutOfServiceStats})
+	}
+	for _, c := range collectors {
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
 			return err
 		}
@@ -303,6 +369,7 @@ func run(cfg Config) error {
 		scope = []any{"watchNamespaces", cfg.WatchNamespaces}
 	}
 	ctrl.Log.Info("starting", append(scope, "dryRun", cfg.DryRun, "maxForceDeletes", cfg.MaxDeletes,
-		"window", cfg.DeleteWindow.String(), "breakerShare", cfg.BreakerShare, "breakerMin", cfg.BreakerMin, "leaderElect", cfg.LeaderElect)...)
+		"window", cfg.DeleteWindow.String(), "breakerShare", cfg.BreakerShare, "breakerMin", cfg.BreakerMin, "leaderElect", cfg.LeaderElect,
+		"shutdownTaints", fmt.Sprint(cfg.ShutdownTaints), "applyOutOfService", cfg.ApplyOutOfService)...)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

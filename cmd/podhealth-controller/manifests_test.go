@@ -111,12 +111,27 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 		{"--kube-api-burst=0"},
 		{"--breaker-min-unhealthy=0"},
 		{"--workers=0"},
+		{"--shutdown-taint=" + health.TaintCloudShutdown},
+		{"--shutdown-taint=" + health.TaintCloudShutdown + "=soon"},
+		{"--apply-out-of-service"},
+		{"--apply-out-of-service", "--shutdown-taint=" + health.TaintCloudShutdown + "=2s", "--watch-namespaces=shop"},
 	} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		fs.SetOutput(new(strings.Builder))
 		_, err := parseFlags(fs, args)
 		require.Error(t, err, args)
 	}
+}
+
+// --shutdown-taint is repeated for several taints, each KEY=AFTER, and
+// the library refuses at start what could not be evidence.
+func TestShutdownTaintFlagsBuildTheLibrarysOption(t *testing.T) {
+	cfg, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{
+		"--shutdown-taint=" + health.TaintCloudShutdown + "=2s", "--shutdown-taint=fencing.example.com/off=1m", "--apply-out-of-service",
+	})
+	require.NoError(t, err)
+	require.True(t, cfg.ApplyOutOfService)
+	require.Equal(t, []health.ShutdownTaint{{Key: health.TaintCloudShutdown, After: 2 * time.Second}, {Key: "fencing.example.com/off", After: time.Minute}}, cfg.ShutdownTaints)
 }
 
 func TestAnEmptyNamespaceSelectorIsRefused(t *testing.T) {

@@ -4,8 +4,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
+	"github.com/podhealth/podhealth/health"
 )
 
 // render builds, as `kubectl apply -k` would, a kustomization that an
@@ -32,7 +35,7 @@ func render(t *testing.T, overlay string) resmap.ResMap {
 func renderFiles(t *testing.T, overlay map[string]string) resmap.ResMap {
 	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	for _, dir := range []string{"", "monitoring", "namespaced"} {
+	for _, dir := range []string{"", "monitoring", "namespaced", "out-of-service"} {
 		files, err := filepath.Glob(filepath.Join("config", dir, "*.*"))
 		require.NoError(t, err)
 		for _, f := range files {
@@ -297,4 +300,60 @@ func TestEveryObjectCarriesTheRecommendedLabelsAndTheControllerStaysUp(t *testin
 	spec := pdb["spec"].(map[string]any)
 	require.EqualValues(t, 1, spec["minAvailable"])
 	require.Equal(t, template["metadata"].(map[string]any)["labels"], spec["selector"].(map[string]any)["matchLabels"], "the budget selects the Deployment's pods")
+}
+
+// TestTheOutOfServiceComponentGrantsNodePatchAndTheFlagsTogether renders
+// the component as docs/controller.md writes it, under an admin's overlay:
+// node patch is granted (to the renamed, moved ServiceAccount) exactly by
+// the component's ClusterRole, which is controller.OutOfServiceRules, and
+// the Deployment's args then parse, with --apply-out-of-service and the
+// cloud's shutdown taint. Without the component, no role grants node patch.
+func TestTheOutOfServiceComponentGrantsNodePatchAndTheFlagsTogether(t *testing.T) {
+	base := render(t, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../base\n")
+	for _, r := range base.Resources() {
+		if r.GetKind() != "ClusterRole" {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		data, err := r.AsYAML()
+		require.NoError(t, err)
+		require.NoError(t, yaml.Unmarshal(data, &role))
+		for _, rule := range role.Rules {
+			require.False(t, slices.Contains(rule.Resources, "nodes") && slices.Contains(rule.Verbs, "patch"), "the base grants node patch in %s", role.Name)
+		}
+	}
+
+	objs := render(t, `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: platform-ops
+namePrefix: ops-
+resources:
+- ../base
+components:
+- ../base/out-of-service
+`)
+	var role rbacv1.ClusterRole
+	var binding rbacv1.ClusterRoleBinding
+	var deployment appsv1.Deployment
+	for _, r := range objs.Resources() {
+		data, err := r.AsYAML()
+		require.NoError(t, err)
+		switch {
+		case r.GetKind() == "ClusterRole" && r.GetName() == "ops-podhealth-controller-out-of-service":
+			require.NoError(t, yaml.Unmarshal(data, &role))
+		case r.GetKind() == "ClusterRoleBinding" && r.GetName() == "ops-podhealth-controller-out-of-service":
+			require.NoError(t, yaml.Unmarshal(data, &binding))
+		case r.GetKind() == "Deployment":
+			require.NoError(t, yaml.Unmarshal(data, &deployment))
+		}
+	}
+	require.Empty(t, cmp.Diff(controller.OutOfServiceRules(), role.Rules))
+	require.Equal(t, role.Name, binding.RoleRef.Name)
+	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ops-podhealth-controller", Namespace: "platform-ops"}}, binding.Subjects)
+	args := deployment.Spec.Template.Spec.Containers[0].Args
+	require.Contains(t, args, "--apply-out-of-service")
+	cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), args)
+	require.NoError(t, err)
+	require.True(t, cfg.ApplyOutOfService)
+	require.Equal(t, []health.ShutdownTaint{{Key: health.TaintCloudShutdown, After: 2 * time.Second}}, cfg.ShutdownTaints)
 }

@@ -95,6 +95,8 @@ func fullValues() map[string]any {
 		"resources":         map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "256Mi"}},
 		"priorityClassName": "platform-critical",
 		"metrics":           map[string]any{"secure": false},
+		"shutdownTaints":    []any{cloudShutdown, map[string]any{"key": "fencing.example.com/off", "after": "1m"}},
+		"outOfService":      map[string]any{"enabled": true},
 		"extraArgs":         []any{"--workers=8"},
 	}
 }
@@ -121,7 +123,8 @@ func TestChartPassesEveryValueAsItsFlag(t *testing.T) {
 		"--leader-elect=true", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
 		"--namespace-selector=team in (shop, web)", "--dry-run", "--max-force-deletes=0", "--force-delete-window=2m",
 		"--breaker-unhealthy-share=0.5", "--breaker-min-unhealthy=5", "--breaker-recheck-interval=30s",
-		"--memory-capacity=1000000", "--metrics-secure=false", "--workers=8",
+		"--memory-capacity=1000000", "--metrics-secure=false",
+		"--shutdown-taint=node.cloudprovider.kubernetes.io/shutdown=2s", "--shutdown-taint=fencing.example.com/off=1m", "--apply-out-of-service", "--workers=8",
 	}, c["args"])
 	// Helm merges a map value into the default's: the limit stays unless
 	// set to null.
@@ -193,6 +196,30 @@ func TestChartMonitoringIsTheComponents(t *testing.T) {
 	require.Equal(t, "1", cm.GetLabels()["grafana_dashboard"])
 }
 
+var cloudShutdown = map[string]any{"key": "node.cloudprovider.kubernetes.io/shutdown", "after": "2s"}
+
+// TestChartOutOfServiceRendersTheBaseWithItsComponent: with
+// outOfService.enabled and the component's shutdown taint, the chart
+// renders what the base with config/out-of-service renders, field for
+// field: node patch, and the two flags.
+func TestChartOutOfServiceRendersTheBaseWithItsComponent(t *testing.T) {
+	dir := t.TempDir()
+	abs, err := filepath.Abs(configDir)
+	require.NoError(t, err)
+	rel, err := filepath.Rel(dir, abs) // kustomize takes no absolute base
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- "+rel+"\ncomponents:\n- "+filepath.Join(rel, "out-of-service")+"\n"), 0o644))
+	base, err := manifests.Kustomize(dir)
+	require.NoError(t, err)
+	want, got := byKey(t, base), byKey(t, chart(t, map[string]any{"outOfService": map[string]any{"enabled": true}, "shutdownTaints": []any{cloudShutdown}}))
+	require.Equal(t, keys(want), keys(got))
+	for k := range want {
+		require.Empty(t, cmp.Diff(want[k], got[k]), k)
+	}
+	require.Contains(t, keys(got), "ClusterRole /podhealth-controller-out-of-service")
+	require.NoError(t, manifests.Lint(chartDir, namespace, map[string]any{"outOfService": map[string]any{"enabled": true}, "shutdownTaints": []any{cloudShutdown}}))
+}
+
 func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 	for name, values := range map[string]map[string]any{
 		"a misspelt value":                  {"dryrun": true},
@@ -200,6 +227,11 @@ func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 		"a selector in the namespaced mode": {"watchNamespaces": []any{"shop"}, "namespaceSelector": "team=a"},
 		"a name that is no namespace's":     {"watchNamespaces": []any{"Shop_1"}},
 		"a namespace twice":                 {"watchNamespaces": []any{"shop", "shop"}},
+		"out of service without evidence":   {"outOfService": map[string]any{"enabled": true}},
+		"out of service, namespaced":        {"outOfService": map[string]any{"enabled": true}, "shutdownTaints": []any{cloudShutdown}, "watchNamespaces": []any{"shop"}},
+		"Kubernetes' own taint as evidence": {"shutdownTaints": []any{map[string]any{"key": "node.kubernetes.io/unreachable", "after": "1m"}}},
+		"a shutdown taint with no wait":     {"shutdownTaints": []any{map[string]any{"key": "node.cloudprovider.kubernetes.io/shutdown", "after": "0s"}}},
+		"a shutdown taint without a key":    {"shutdownTaints": []any{map[string]any{"after": "2s"}}},
 		"a share above 1":                   {"breaker": map[string]any{"unhealthyShare": 1.5}},
 		"a share of 0":                      {"breaker": map[string]any{"unhealthyShare": 0}},
 		"a negative budget":                 {"budget": map[string]any{"maxForceDeletes": -1}},

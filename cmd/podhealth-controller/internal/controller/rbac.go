@@ -47,6 +47,15 @@ func NamespacedModeClusterRules() []rbacv1.PolicyRule {
 	}
 }
 
+// OutOfServiceRules are the rules of the ClusterRole that
+// Options.ApplyOutOfService needs besides ClusterRules: patching nodes, to
+// apply and remove the out-of-service taint and its mark. Nothing else
+// the controller does writes a node, so the manifests grant it only with
+// the flag (config/out-of-service, the chart's outOfService.enabled).
+func OutOfServiceRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"patch"}}}
+}
+
 // MetricsReaderRules are the rules of the ClusterRole that a client of
 // the secure /metrics endpoint needs (Prometheus' service account, say).
 func MetricsReaderRules() []rbacv1.PolicyRule {

@@ -79,6 +79,21 @@ type Options struct {
 	// renewed). Zero means DefaultBreakerRecheck; New refuses a negative
 	// one.
 	BreakerRecheck time.Duration
+	// ShutdownTaints are fencing evidence beyond the out-of-service taint
+	// and a node's deletion (health.Options.ShutdownTaints): typically the
+	// cloud's health.TaintCloudShutdown. Empty, the default, means none.
+	ShutdownTaints []health.ShutdownTaint
+	// ApplyOutOfService, when true, taints a node
+	// node.kubernetes.io/out-of-service=nodeshutdown:NoExecute once one of
+	// ShutdownTaints fences it, as the Checker judges it, and the Breaker
+	// and the budget allow; it removes the taints it applied once their
+	// node is Ready and none of its pods from before the taint that the
+	// taint evicts is left. Kubernetes then force-detaches the node's
+	// volumes. It needs ShutdownTaints, and the cluster-wide mode (only
+	// there does the cache hold every pod of a node, which removing the
+	// taint must see). A dry run applies nothing and says what it would.
+	// The default is false.
+	ApplyOutOfService bool
 }
 
 // DefaultBreakerRecheck is Options.BreakerRecheck's default: a hold that
@@ -115,6 +130,10 @@ type Reconciler struct {
 	// and the age of the oldest, which alert rules read.
 	fencingHeld map[types.NamespacedName]map[types.UID]time.Time
 	clock       clock.PassiveClock
+	// live reads from the API server; oos is the out-of-service
+	// controller's state, nil unless Options.ApplyOutOfService.
+	live client.Reader
+	oos  *oosState
 }
 
 // New returns a Reconciler over mgr.
@@ -154,6 +173,12 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 	case recheck == 0:
 		recheck = DefaultBreakerRecheck
 	}
+	switch {
+	case opts.ApplyOutOfService && len(opts.ShutdownTaints) == 0:
+		return nil, errors.New("controller: New: Options.ApplyOutOfService without Options.ShutdownTaints would never apply a taint: name the evidence it acts on")
+	case opts.ApplyOutOfService && len(opts.WatchNamespaces) > 0:
+		return nil, errors.New("controller: New: Options.ApplyOutOfService in the namespaced mode: the cache would not hold every pod of a node, so the controller could never see a node empty and remove its taint")
+	}
 	memory := opts.Memory
 	if memory == nil {
 		memory = health.NewMemory(health.MemoryOptions{})
@@ -164,7 +189,11 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, watched: watched, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory,
 		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}, recheck: recheck,
-		breakerHeld: make(map[types.NamespacedName]struct{}), fencingHeld: make(map[types.NamespacedName]map[types.UID]time.Time), clock: now}
+		breakerHeld: make(map[types.NamespacedName]struct{}), fencingHeld: make(map[types.NamespacedName]map[types.UID]time.Time), clock: now,
+		live: mgr.GetAPIReader()}
+	if opts.ApplyOutOfService {
+		r.oos = newOutOfService()
+	}
 	// Build one checker now, so that bad options fail at start.
 	if _, err := r.checker(logr.Discard(), nil, nil); err != nil {
 		return nil, err
@@ -389,6 +418,8 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 		DryRun:    r.opts.DryRun,
 		Logger:    logger,
 		Observer:  health.MultiObserver(r.opts.Observer, events),
+
+		ShutdownTaints: r.opts.ShutdownTaints,
 	}
 	if deleter == nil {
 		// Validation only: a dry run needs no deleter.

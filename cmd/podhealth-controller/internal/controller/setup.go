@@ -80,7 +80,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		// opted in by name, and it has no right to watch them.
 		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsInNamespace), builder.WithPredicates(r.namespaceOptedIn()))
 	}
-	return b.Complete(r)
+	if err := b.Complete(r); err != nil {
+		return err
+	}
+	if r.oos != nil {
+		return r.setupOutOfService(mgr)
+	}
+	return nil
 }
 
 func podGroup(_ context.Context, obj client.Object) []reconcile.Request {

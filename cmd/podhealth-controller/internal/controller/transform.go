@@ -65,6 +65,7 @@ func stripPod(pod *corev1.Pod) *corev1.Pod {
 		},
 		Spec: corev1.PodSpec{
 			NodeName:                      pod.Spec.NodeName,
+			Tolerations:                   outOfServiceTolerations(pod.Spec.Tolerations),
 			Volumes:                       volumes,
 			TerminationGracePeriodSeconds: pod.Spec.TerminationGracePeriodSeconds,
 		},
@@ -85,6 +86,28 @@ func keepVolume(src *corev1.VolumeSource) bool {
 	return rest != corev1.VolumeSource{}
 }
 
+// outOfServiceMark keeps of a node's annotations only the out-of-service
+// controller's mark.
+func outOfServiceMark(annotations map[string]string) map[string]string {
+	v, ok := annotations[AnnotationOutOfServiceApplied]
+	if !ok {
+		return nil
+	}
+	return map[string]string{AnnotationOutOfServiceApplied: v}
+}
+
+// outOfServiceTolerations keeps of a pod's tolerations only one that
+// tolerates the out-of-service taint, which almost no pod has: the
+// out-of-service controller reads it to see which pods the taint evicts.
+func outOfServiceTolerations(tolerations []corev1.Toleration) []corev1.Toleration {
+	for _, t := range tolerations {
+		if toleratesOutOfService([]corev1.Toleration{t}) {
+			return []corev1.Toleration{t}
+		}
+	}
+	return nil
+}
+
 func stripNode(node *corev1.Node) *corev1.Node {
 	return &corev1.Node{
 		TypeMeta: node.TypeMeta,
@@ -95,8 +118,11 @@ func stripNode(node *corev1.Node) *corev1.Node {
 			CreationTimestamp: node.CreationTimestamp,
 			DeletionTimestamp: node.DeletionTimestamp,
 			Labels:            node.Labels,
+			Annotations:       outOfServiceMark(node.Annotations),
 		},
-		Spec:   corev1.NodeSpec{Taints: node.Spec.Taints},
+		// The provider ID tells health.ShutdownTaintOf whose word a
+		// shutdown taint is.
+		Spec:   corev1.NodeSpec{Taints: node.Spec.Taints, ProviderID: node.Spec.ProviderID},
 		Status: corev1.NodeStatus{Conditions: node.Status.Conditions},
 	}
 }
