@@ -194,20 +194,16 @@ func (r *Reconciler) reconcileOutOfService(ctx context.Context, req ctrl.Request
 	breaker := r.opts.Breaker
 	breaker.Nodes = r.breaker
 	if why := breaker.Tripped(ctx, node.Name); why != "" {
-		r.tellOnce(&node, corev1.EventTypeWarning, ReasonOutOfServiceHeld, "HoldOutOfServiceTaint", "not applying "+corev1.TaintNodeOutOfService+": "+why)
+		r.tellOnce(&node, corev1.EventTypeWarning, ReasonOutOfServiceHeld, "HoldOutOfServiceTaint", why, "not applying "+corev1.TaintNodeOutOfService+": "+why)
 		return ctrl.Result{RequeueAfter: r.recheck}, nil
 	}
 	note := fmt.Sprintf("not Ready and tainted %s for %v", taint.Key, seen.Round(time.Second))
 	if r.opts.DryRun {
-		if r.tellOnce(&node, corev1.EventTypeNormal, ReasonOutOfServiceWouldApply, "ApplyOutOfServiceTaint", "dry run: would apply "+corev1.TaintNodeOutOfService+"="+outOfServiceValue+":NoExecute: "+note) {
+		if r.tellOnce(&node, corev1.EventTypeNormal, ReasonOutOfServiceWouldApply, "ApplyOutOfServiceTaint", taint.Key, "dry run: would apply "+corev1.TaintNodeOutOfService+"="+outOfServiceValue+":NoExecute: "+note) {
 			r.oos.count(func(o *oosState) { o.wouldApplyTotal++ })
 			logger.Info("dry run: would apply the out-of-service taint", "evidence", note)
 		}
 		return ctrl.Result{}, nil
-	}
-	if ok, retry := r.opts.Budget.Take(now); !ok {
-		r.tellOnce(&node, corev1.EventTypeWarning, ReasonOutOfServiceHeld, "HoldOutOfServiceTaint", "not applying "+corev1.TaintNodeOutOfService+": force-delete budget used up")
-		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 	live, err := r.liveNode(ctx, node.Name)
 	if err != nil || live == nil {
@@ -216,6 +212,11 @@ func (r *Reconciler) reconcileOutOfService(ctx context.Context, req ctrl.Request
 	if liveTaint, ok := health.ShutdownTaintOf(live, r.opts.ShutdownTaints); !ok || liveTaint.Key != taint.Key || hasOutOfService(live) {
 		// The cache lagged: judge the live object on its next event.
 		return ctrl.Result{Requeue: true}, nil
+	}
+	// The budget is spent only on a taint about to be written.
+	if ok, retry := r.opts.Budget.Take(now); !ok {
+		r.tellOnce(&node, corev1.EventTypeWarning, ReasonOutOfServiceHeld, "HoldOutOfServiceTaint", "budget", "not applying "+corev1.TaintNodeOutOfService+": force-delete budget used up")
+		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 	patched := live.DeepCopy()
 	patched.Spec.Taints = append(patched.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: outOfServiceValue, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now}})
@@ -340,15 +341,16 @@ func (r *Reconciler) liveNode(ctx context.Context, name string) (*corev1.Node, e
 	return &node, nil
 }
 
-// tellOnce records an event on node unless the last one for it said the
-// same, and reports whether it did.
-func (r *Reconciler) tellOnce(node *corev1.Node, eventType, reason, action, note string) bool {
+// tellOnce records an event on node unless the last one for it had the
+// same reason and key (what changes its meaning, not the ages in its
+// note), and reports whether it did.
+func (r *Reconciler) tellOnce(node *corev1.Node, eventType, reason, action, key, note string) bool {
 	r.oos.mu.Lock()
-	if r.oos.told[node.Name] == reason+note {
+	if r.oos.told[node.Name] == reason+"\x00"+key {
 		r.oos.mu.Unlock()
 		return false
 	}
-	r.oos.told[node.Name] = reason + note
+	r.oos.told[node.Name] = reason + "\x00" + key
 	r.oos.mu.Unlock()
 	r.event(node, eventType, reason, action, note)
 	return true

@@ -192,7 +192,8 @@ func TestOutOfServiceIsHeldByTheBreakerTheBudgetAndADryRun(t *testing.T) {
 		reconcileNode(t, r, "lost")
 		clk.SetTime(oosStart.Add(time.Minute))
 		reconcileNode(t, r, "lost")
-		reconcileNode(t, r, "lost")
+		clk.SetTime(oosStart.Add(2 * time.Minute))
+		reconcileNode(t, r, "lost") // the evidence is older, the event the same
 		lost := getNode(t, m, "lost")
 		require.Nil(t, outOfServiceTaintOf(lost))
 		require.Empty(t, lost.Annotations)
@@ -345,4 +346,18 @@ func TestTransformKeepsWhatTheOutOfServiceControllerReads(t *testing.T) {
 	got, err = Transform(pod)
 	require.NoError(t, err)
 	require.Nil(t, got.(*corev1.Pod).Spec.Tolerations)
+}
+
+// With --shutdown-taint, the cloud's taint coming to a node that is not
+// Ready, or going, brings its pods' groups back, though the node's state
+// stays Unreachable: it is the fencing evidence they wait for. Without the
+// option it changes nothing.
+func TestTheCloudsShutdownTaintBringsTheNodesGroupsBack(t *testing.T) {
+	lost := node("n1", corev1.ConditionUnknown, unreachable)
+	off := node("n1", corev1.ConditionUnknown, unreachable, cloudShutdownTaint)
+	with := nodeChangedFor(cloudShutdown30s)
+	require.True(t, with.Update(event.UpdateEvent{ObjectOld: lost, ObjectNew: off}), "the taint comes")
+	require.True(t, with.Update(event.UpdateEvent{ObjectOld: off, ObjectNew: lost}), "the taint goes")
+	require.False(t, with.Update(event.UpdateEvent{ObjectOld: off, ObjectNew: off.DeepCopy()}))
+	require.False(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: lost, ObjectNew: off}), "no shutdown taint named: nothing changed")
 }

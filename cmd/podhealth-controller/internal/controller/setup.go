@@ -73,7 +73,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("podhealth").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podGroup), builder.WithPredicates(predicate.Or(podMayBeDead, r.fencingHeldPodDeleted()))).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNodeAndBreakerHeld), builder.WithPredicates(nodeChanged)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNodeAndBreakerHeld), builder.WithPredicates(nodeChangedFor(r.opts.ShutdownTaints))).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.breakerHeldOnLease), builder.WithPredicates(r.leaseRenewedAfterStale()))
 	if r.watched == nil {
 		// The namespaced mode reads no Namespace: its namespaces are
@@ -141,20 +141,30 @@ var podMayBeDead = predicate.Funcs{
 // (health.NodeStateOf: Ready, NotReady, Unreachable, OutOfService...), or
 // of whether it is being stopped on purpose (health.InMaintenance), which
 // moves the Breaker's count and ends early replacement's wait.
-var nodeChanged = predicate.Funcs{
-	CreateFunc: func(event.CreateEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		old, okOld := e.ObjectOld.(*corev1.Node)
-		node, okNew := e.ObjectNew.(*corev1.Node)
-		if !okOld || !okNew {
-			return false
-		}
-		_, wasStopping := health.InMaintenance(old)
-		_, stopping := health.InMaintenance(node)
-		return health.NodeStateOf(old) != health.NodeStateOf(node) || wasStopping != stopping
-	},
-	DeleteFunc:  func(event.DeleteEvent) bool { return true },
-	GenericFunc: func(event.GenericEvent) bool { return false },
+var nodeChanged = nodeChangedFor(nil)
+
+// nodeChangedFor is nodeChanged that also lets through a change of which
+// of shutdownTaints may fence the node (health.ShutdownTaintOf): the
+// cloud's shutdown taint coming or going is fencing evidence for the pods
+// held there, though the node's state stays what it was.
+func nodeChangedFor(shutdownTaints []health.ShutdownTaint) predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, okOld := e.ObjectOld.(*corev1.Node)
+			node, okNew := e.ObjectNew.(*corev1.Node)
+			if !okOld || !okNew {
+				return false
+			}
+			_, wasStopping := health.InMaintenance(old)
+			_, stopping := health.InMaintenance(node)
+			wasShutdown, _ := health.ShutdownTaintOf(old, shutdownTaints)
+			shutdown, _ := health.ShutdownTaintOf(node, shutdownTaints)
+			return health.NodeStateOf(old) != health.NodeStateOf(node) || wasStopping != stopping || wasShutdown != shutdown
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // namespaceOptedIn lets through a namespace that matches the selector when
