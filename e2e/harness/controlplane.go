@@ -77,6 +77,11 @@ type Options struct {
 	// unreachable. Zero means NodeMonitorGracePeriod; give the grace
 	// period of ExtraControllerManagerArgs when it differs.
 	NodeLeaseDuration time.Duration
+	// Volumes runs the volume path: kube-controller-manager also runs
+	// VolumeControllers, and every [Kubelet] starts a pod with claims only
+	// once their CSI volumes are attached to its node (see Kubelet). Off,
+	// a kubelet runs a pod whatever its claims.
+	Volumes bool
 }
 
 // ControlPlane is a running etcd, kube-apiserver and kube-controller-manager.
@@ -238,7 +243,7 @@ func (cp *ControlPlane) start(ctx context.Context, bins Binaries) error {
 			"--leader-elect=false",
 			"--secure-port=0",
 			"--use-service-account-credentials=false",
-		}, cp.opts.ExtraControllerManagerArgs...),
+		}, append(volumeControllerArgs(cp.opts.Volumes), cp.opts.ExtraControllerManagerArgs...)...),
 	}
 	if err := cp.controllerManager.start(); err != nil {
 		return err

@@ -54,6 +54,9 @@ type ContainerEvent struct {
 	Owner string
 	// Claims are the names of the PersistentVolumeClaims the pod mounts.
 	Claims []string
+	// Volumes are the unique names of the CSI volumes of Claims, which
+	// were attached to the node when the container started.
+	Volumes []corev1.UniqueVolumeName
 }
 
 // ContainerLog is the history of the containers of every [Kubelet] that
@@ -85,7 +88,12 @@ func (l *ContainerLog) Events() []ContainerEvent {
 // While connected it lists the pods bound to its node every
 // KubeletSyncInterval, and, as a kubelet does:
 //   - starts the container of each pod that is bound to it, not deleted and
-//     not finished, and reports the pod Running and Ready;
+//     not finished (under Options.Volumes, once every CSI volume of its
+//     claims is in the node's status.volumesAttached: the attach-detach
+//     controller's word), and reports the pod Running and Ready;
+//   - lists a pod's volumes in the node's status.volumesInUse before it
+//     starts the container, and drops them once no running container
+//     mounts them (a node that is off keeps its last report);
 //   - stops the container of a pod it finds deleted gracefully, then
 //     removes the pod (grace period 0, with a UID precondition);
 //   - stops the container of a pod that is gone (force-deleted) or whose
@@ -99,12 +107,20 @@ type Kubelet struct {
 	node   *Node
 	client kubernetes.Interface
 	log    *ContainerLog
+	// volumes: Options.Volumes; a pod with claims waits for their
+	// attachment.
+	volumes bool
 
 	mu        sync.Mutex
 	connected bool
 	running   map[types.UID]ContainerEvent // the start event of each running container
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// reportedInUse is the node's status.volumesInUse as the kubelet last
+	// set it (inUseReported: since it connected).
+	reportedInUse []corev1.UniqueVolumeName
+	inUseReported bool
+	hadVolumes    bool // it ever reported a volume in use
+	cancel        context.CancelFunc
+	done          chan struct{}
 }
 
 // StartKubelet runs a Kubelet for node, recording into log. It stops when
@@ -118,7 +134,7 @@ func (cp *ControlPlane) StartKubelet(node *Node, log *ContainerLog) *Kubelet {
 	if err != nil {
 		cp.t.Fatalf("harness: kubelet client for node %s: %v", node.Name(), err)
 	}
-	k := &Kubelet{node: node, client: client, log: log, running: map[types.UID]ContainerEvent{}}
+	k := &Kubelet{node: node, client: client, log: log, volumes: cp.opts.Volumes, running: map[types.UID]ContainerEvent{}}
 	k.Connect("started")
 	cp.t.Cleanup(k.stopLoop)
 	return k
@@ -172,6 +188,7 @@ func (k *Kubelet) Connect(why string) {
 		return
 	}
 	k.connected = true
+	k.inUseReported = false // a kubelet that starts reports afresh
 	k.log.add(ContainerEvent{Kind: NodeConnected, Node: k.node.Name(), Why: why})
 	k.node.Recover()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -229,6 +246,7 @@ func (k *Kubelet) sync(ctx context.Context) {
 		return
 	}
 	listed := make(map[types.UID]bool, len(list.Items))
+	var node *corev1.Node // read once per sync, for the first pod with a claim
 	for i := range list.Items {
 		pod := &list.Items[i]
 		listed[pod.UID] = true
@@ -239,7 +257,25 @@ func (k *Kubelet) sync(ctx context.Context) {
 		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 			k.stop(pod.UID, "the pod finished")
 		default:
-			if k.start(ctx, pod) {
+			if k.isRunning(pod.UID) {
+				continue
+			}
+			volumes, ok := k.claimVolumes(rctx, pod)
+			if !ok {
+				continue
+			}
+			if len(volumes) > 0 {
+				if node == nil {
+					if node, err = k.client.CoreV1().Nodes().Get(rctx, k.node.Name(), metav1.GetOptions{}); err != nil {
+						node = nil
+						continue
+					}
+				}
+				if !attachedTo(node, volumes) || !k.markInUse(rctx, volumes) {
+					continue
+				}
+			}
+			if k.start(ctx, pod, volumes) {
 				k.reportRunning(rctx, pod)
 			}
 		}
@@ -251,18 +287,26 @@ func (k *Kubelet) sync(ctx context.Context) {
 		}
 	}
 	k.mu.Unlock()
+	k.reportVolumesInUse(rctx)
+}
+
+func (k *Kubelet) isRunning(uid types.UID) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.running[uid]
+	return ok
 }
 
 // start starts the pod's container unless it runs, or the kubelet was cut
 // off while this sync ran; it reports whether it started it.
-func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) bool {
+func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod, volumes []corev1.UniqueVolumeName) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if _, ok := k.running[pod.UID]; ok || ctx.Err() != nil || !k.connected {
 		return false
 	}
 	e := ContainerEvent{Kind: ContainerStarted, Node: k.node.Name(), Why: "bound to the node",
-		Namespace: pod.Namespace, Pod: pod.Name, UID: pod.UID, Labels: pod.Labels}
+		Namespace: pod.Namespace, Pod: pod.Name, UID: pod.UID, Labels: pod.Labels, Volumes: volumes}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		e.Owner = ref.Kind + "/" + ref.Name
 	}

@@ -46,6 +46,9 @@ func (cp *ControlPlane) AddNode(ctx context.Context, name string) *Node {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   name,
 			Labels: map[string]string{corev1.LabelHostname: name},
+			// As a kubelet sets it: the attach-detach controller attaches
+			// and detaches this node's volumes.
+			Annotations: map[string]string{"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
 		},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{n.readyCondition(now)}},
 	}
