@@ -30,6 +30,10 @@ import (
 // the taints of the nodes it marked, and removes the mark with the taint.
 const AnnotationOutOfServiceApplied = "podhealth.io/out-of-service-applied"
 
+// cacheLagRetry is how soon a node whose live object disagrees with the
+// cache is judged again, should no event of it come first.
+const cacheLagRetry = time.Second
+
 // outOfServiceValue is the value of the taint the controller applies, the
 // one KEP-2268 and the Kubernetes documentation give.
 const outOfServiceValue = "nodeshutdown"
@@ -211,7 +215,7 @@ func (r *Reconciler) reconcileOutOfService(ctx context.Context, req ctrl.Request
 	}
 	if liveTaint, ok := health.ShutdownTaintOf(live, r.opts.ShutdownTaints); !ok || liveTaint.Key != taint.Key || hasOutOfService(live) {
 		// The cache lagged: judge the live object on its next event.
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
 	// The budget is spent only on a taint about to be written.
 	if ok, retry := r.opts.Budget.Take(now); !ok {
@@ -263,7 +267,7 @@ func (r *Reconciler) maybeRemoveOutOfService(ctx context.Context, logger logr.Lo
 	}
 	had := hasOutOfService(live)
 	if had && health.NodeStateOf(live) != health.NodeReady {
-		return ctrl.Result{Requeue: true}, nil // the cache lagged
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil // the cache lagged
 	}
 	patched := live.DeepCopy()
 	patched.Spec.Taints = slices.DeleteFunc(patched.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
