@@ -282,7 +282,9 @@ func TestOutOfServiceWriteIsPreconditionedOnTheLiveRead(t *testing.T) {
 	require.NoError(t, err)
 	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "lost", errors.New("the object has been modified"))
 	c := interceptor.NewClient(store, interceptor.Funcs{
-		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error { return conflict },
+		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return conflict
+		},
 	})
 	m := fakeManager{client: c, deletes: new([]string), lists: new([]string)}
 	r, clk, events := oosReconciler(t, m, Options{})
