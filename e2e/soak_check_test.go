@@ -32,6 +32,9 @@ type soakHistory struct {
 	Workloads []string
 	// End is when recording stopped.
 	End time.Time
+	// The cloud soak's: the attacher's log and the taint spans.
+	Attaches []harness.AttachEvent
+	Taints   []soakTaintSpan
 }
 
 // soakPod is what the history checker needs to know of a pod.

@@ -64,6 +64,9 @@ type soakFault struct {
 	// hits; Lag is the watch delay of an informer lag.
 	Target string
 	Lag    time.Duration
+	// CloudAfter is how long after a cloud shutdown's power-off the cloud
+	// reports the instance shut down.
+	CloudAfter time.Duration
 }
 
 func (f soakFault) String() string {
@@ -83,6 +86,9 @@ func (f soakFault) String() string {
 	}
 	if f.Fence != fenceNone {
 		fmt.Fprintf(&b, ", fenced (%s) after %.1fs", f.Fence, f.FenceAfter.Seconds())
+	}
+	if f.Kind == faultCloudShutdown || f.Kind == faultShutdownRestart {
+		fmt.Fprintf(&b, ", reported shut down after %.1fs", f.CloudAfter.Seconds())
 	}
 	if f.Replacement != "" {
 		fmt.Fprintf(&b, ", replaced by %s", f.Replacement)
@@ -110,6 +116,11 @@ type soakScheduleOptions struct {
 	Nodes []string
 	// Targets are the processes an operator restart or lag may hit.
 	Targets []string
+	// Cloud adds the cloud's fault kinds to the node faults, and fences
+	// no power off by deleting its node (a volume of a deleted node waits
+	// out the attach-detach controller's 6 minutes, far beyond the
+	// recovery bound).
+	Cloud bool
 }
 
 // soakSchedule draws the schedule of seed: the same seed and options give
@@ -119,7 +130,8 @@ type soakScheduleOptions struct {
 // from the last. Powered-off nodes are fenced (an out-of-service taint or,
 // for a machine that is replaced, deletion) in two of three faults, once
 // the taint-eviction controller has had time to evict their pods, or not
-// at all before they come back; a partitioned node never is. The other
+// at all before they come back; a partitioned node never is. With Cloud,
+// the first node faults take each kind once, in a drawn order. The other
 // faults fall anywhere in the schedule, overlapping node faults.
 func soakSchedule(seed int64, opts soakScheduleOptions) []soakFault {
 	rng := rand.New(rand.NewSource(seed))
@@ -128,11 +140,32 @@ func soakSchedule(seed int64, opts soakScheduleOptions) []soakFault {
 	}
 	nodes := append([]string(nil), opts.Nodes...)
 	nextNode := len(nodes)
+	kinds := soakNodeFaults
+	var firsts []soakFaultKind // the kinds the first faults take, in order
+	if opts.Cloud {
+		kinds = append(append([]soakFaultKind(nil), soakNodeFaults...), faultCloudShutdown, faultShutdownRestart)
+		// Every kind at least once, given enough faults: a schedule of the
+		// cloud soak must meet each of its new faults.
+		firsts = append([]soakFaultKind(nil), kinds...)
+		rng.Shuffle(len(firsts), func(i, j int) { firsts[i], firsts[j] = firsts[j], firsts[i] })
+	}
 	var faults []soakFault
 	at := 5 * time.Second
 	for i := 0; i < opts.NodeFaults; i++ {
-		f := soakFault{Kind: soakNodeFaults[rng.Intn(len(soakNodeFaults))], At: at, Node: nodes[rng.Intn(len(nodes))]}
+		kind := kinds[rng.Intn(len(kinds))]
+		if i < len(firsts) {
+			kind = firsts[i]
+		}
+		f := soakFault{Kind: kind, At: at, Node: nodes[rng.Intn(len(nodes))]}
 		switch f.Kind {
+		case faultCloudShutdown:
+			f.For = between(15*time.Second, 30*time.Second)
+			f.CloudAfter = between(0, 3*time.Second)
+		case faultShutdownRestart:
+			// Back soon after the report: the node controller's grace
+			// period, the cloud's next look, the shutdown taint's wait.
+			f.CloudAfter = between(0, 2*time.Second)
+			f.For = between(8*time.Second, 14*time.Second)
 		case faultPowerOff:
 			f.For = between(12*time.Second, 30*time.Second)
 			switch rng.Intn(3) {
@@ -145,6 +178,9 @@ func soakSchedule(seed int64, opts soakScheduleOptions) []soakFault {
 				// The node controller needs NodeMonitorGracePeriod and the
 				// pods their 2 s toleration before an admin would know.
 				f.FenceAfter = between(9*time.Second, f.For-time.Second)
+			}
+			if f.Fence == fenceDeletion && opts.Cloud {
+				f.Fence = fenceTaint
 			}
 			if f.Fence == fenceDeletion {
 				nextNode++
@@ -164,9 +200,9 @@ func soakSchedule(seed int64, opts soakScheduleOptions) []soakFault {
 		at += f.For + between(0, 8*time.Second)
 	}
 	total := at
-	kinds := []soakFaultKind{faultAPIServerRestart, faultOperatorRestart, faultInformerLag}
+	controlKinds := []soakFaultKind{faultAPIServerRestart, faultOperatorRestart, faultInformerLag}
 	for i := 0; i < opts.ControlFaults; i++ {
-		f := soakFault{Kind: kinds[rng.Intn(len(kinds))], At: between(5*time.Second, total)}
+		f := soakFault{Kind: controlKinds[rng.Intn(len(controlKinds))], At: between(5*time.Second, total)}
 		switch f.Kind {
 		case faultOperatorRestart:
 			f.Target = opts.Targets[rng.Intn(len(opts.Targets))]

@@ -81,6 +81,14 @@ type soakConfig struct {
 	// StatefulSet controller, PodGC, the kubelets) recovers the
 	// StatefulSet pods.
 	libraryOff bool
+	// cloud runs the cloud soak (soak_cloud_test.go): the volume path, the
+	// cloud node-lifecycle controller, podhealth-controller's
+	// out-of-service taint, the cloud's fault kinds, and the shutdown taint
+	// as the StatefulSet checker's fencing evidence.
+	cloud bool
+	// silenceTainter, with cloud, replaces podhealth-controller by a
+	// mutant that taints a node out-of-service on its silence alone.
+	silenceTainter bool
 }
 
 // soakEnv is the cluster a soak runs on and what it records.
@@ -105,6 +113,11 @@ type soakEnv struct {
 	injected  []soakInjected
 	workloads []string
 	procs     map[string]*soakProcess
+
+	// The cloud soak's: its attacher, its cloud, and the taint spans.
+	attacher *harness.Attacher
+	cloud    *shutdownCloud
+	taints   []soakTaintSpan
 }
 
 // soakProcess is a process a fault can restart, with or without a lagging
@@ -212,12 +225,13 @@ func TestSoakCheckerCatchesAPolicyWithoutFencing(t *testing.T) {
 func runSoak(t *testing.T, cfg soakConfig) (soakHistory, *soakEnv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cp := harness.Start(t, bins, harness.Options{
-		AuditPodDeletes: true,
-		// The StatefulSet controller recreates a StatefulSet pod once it is
-		// gone, as in a real cluster.
-		ExtraControllerManagerArgs: []string{"--controllers=statefulset-controller"},
-	})
+	opts := harness.Options{AuditPodDeletes: true, Volumes: cfg.cloud}
+	if !cfg.cloud {
+		// The StatefulSet controller recreates a StatefulSet pod once it
+		// is gone, as in a real cluster (Volumes runs it too).
+		opts.ExtraControllerManagerArgs = []string{"--controllers=statefulset-controller"}
+	}
+	cp := harness.Start(t, bins, opts)
 	env := &soakEnv{t: t, cp: cp, c: cp.Client(), log: &harness.ContainerLog{}, cfg: cfg,
 		kubelets: map[string]*harness.Kubelet{}, fenced: map[string]bool{}, pods: map[types.UID]soakPod{}, procs: map[string]*soakProcess{}}
 	nodes := []string{"node-1", "node-2", "node-3", "node-4"}
@@ -231,6 +245,9 @@ func runSoak(t *testing.T, cfg soakConfig) (soakHistory, *soakEnv) {
 	}
 	env.watchPods(ctx)
 	go env.bind(ctx)
+	if cfg.cloud {
+		env.startCloud(ctx)
+	}
 	env.startWorkloads(ctx)
 
 	if err := pollUntil(ctx, func() bool { return env.allLive() }); err != nil {
@@ -240,7 +257,7 @@ func runSoak(t *testing.T, cfg soakConfig) (soakHistory, *soakEnv) {
 	if cfg.schedule != nil {
 		faults = cfg.schedule(env.statefulPodNodes())
 	} else {
-		faults = soakSchedule(cfg.seed, soakScheduleOptions{NodeFaults: cfg.nodeFaults, ControlFaults: cfg.controlFaults, Nodes: nodes, Targets: soakTargets})
+		faults = soakSchedule(cfg.seed, soakScheduleOptions{NodeFaults: cfg.nodeFaults, ControlFaults: cfg.controlFaults, Nodes: nodes, Targets: soakTargets, Cloud: cfg.cloud})
 	}
 	var lines []string
 	for _, f := range faults {
@@ -264,10 +281,14 @@ func runSoak(t *testing.T, cfg soakConfig) (soakHistory, *soakEnv) {
 		Containers: env.log.Events(),
 		Deletes:    deletes,
 		Pods:       env.pods,
-		Fences:     append([]soakFenceSpan(nil), env.fences...),
+		Fences:     append(append([]soakFenceSpan(nil), env.fences...), taintFences(env.taints)...),
 		Faults:     append([]soakInjected(nil), env.injected...),
 		Workloads:  append([]string(nil), env.workloads...),
+		Taints:     append([]soakTaintSpan(nil), env.taints...),
 		End:        time.Now(),
+	}
+	if env.attacher != nil {
+		h.Attaches = env.attacher.Events()
 	}
 	env.mu.Unlock()
 	return h, env
@@ -519,8 +540,12 @@ func (e *soakEnv) statefulSetChecker() *soakProcess {
 			nodes := informers.NewSharedInformerFactory(client, 0)
 			podLister := pods.Core().V1().Pods().Lister()
 			nodeInformer := nodes.Core().V1().Nodes()
+			var shutdown []health.ShutdownTaint
+			if e.cfg.cloud {
+				shutdown = []health.ShutdownTaint{{Key: health.TaintCloudShutdown, After: soakCloudShutdownAfter}}
+			}
 			checker, err := kube.NewChecker(client, podLister, ns, selector, kube.CheckerOptions{
-				Health: health.Options{Fencing: e.cfg.fencing},
+				Health: health.Options{Fencing: e.cfg.fencing, ShutdownTaints: shutdown},
 				Nodes:  nodeInformer,
 			})
 			if err != nil {
@@ -629,6 +654,9 @@ func (e *soakEnv) inject(ctx context.Context, faults []soakFault) {
 		f := f
 		actions = append(actions, action{f.At, i, func(i int) { e.begin(ctx, i, f) }})
 		switch f.Kind {
+		case faultCloudShutdown, faultShutdownRestart:
+			actions = append(actions, action{f.At + f.CloudAfter, i, func(int) { e.cloud.setOff(f.Node, true) }})
+			actions = append(actions, action{f.At + f.For, i, func(i int) { e.endNodeFault(ctx, i, f) }})
 		case faultPowerOff, faultPartition, faultKubeletStop:
 			if f.Fence != fenceNone && f.FenceAfter < f.For {
 				actions = append(actions, action{f.At + f.FenceAfter, i, func(i int) { e.fence(ctx, i, f) }})
@@ -686,7 +714,7 @@ func (e *soakEnv) begin(ctx context.Context, i int, f soakFault) {
 	e.began(i, time.Now())
 	why := f.Kind.String()
 	switch f.Kind {
-	case faultPowerOff:
+	case faultPowerOff, faultCloudShutdown, faultShutdownRestart:
 		e.kubelet(f.Node).PowerOff(why)
 	case faultPartition, faultKubeletStop:
 		e.kubelet(f.Node).Partition(why)
@@ -747,6 +775,9 @@ func (e *soakEnv) endNodeFault(ctx context.Context, i int, f soakFault) {
 		e.addNode(ctx, f.Replacement)
 		e.api.RUnlock()
 		return
+	}
+	if e.cloud != nil {
+		e.cloud.setOff(f.Node, false) // the instance runs again
 	}
 	e.kubelet(f.Node).Connect(fmt.Sprintf("%s ended", f.Kind))
 	e.ended(i, time.Now())
