@@ -28,9 +28,9 @@ const TaintCloudShutdown = "node.cloudprovider.kubernetes.io/shutdown"
 //     as this Checker (or one sharing its Memory) saw it: measured from the
 //     first check that saw it, on the Checker's clock, since the taint
 //     carries no time of its own. A fresh Memory waits After again;
-//   - for TaintCloudShutdown, the node's provider is not one that calls an
-//     instance shut down when it cannot reach the instance's host
-//     (kubevirt://, see docs/safety.md).
+//   - for TaintCloudShutdown, the node's provider is not one that may call
+//     a running instance shut down (kubevirt://, and AWS Fargate nodes; see
+//     docs/safety.md).
 //
 // A check that sees the node Ready, or without the taint, forgets its
 // first sighting, so a node that comes back and goes down again waits
@@ -80,12 +80,24 @@ func validateShutdownTaints(opts Options) error {
 	return errors.Join(errs...)
 }
 
-// untrustedShutdownProviders are the provider ID schemes whose cloud
-// reports an instance shut down when it only lost sight of it:
-// cloud-provider-kubevirt calls a VirtualMachineInstance in phase Unknown
-// ("host probably down") shut down. TaintCloudShutdown on their nodes is
-// inferred from silence, so it is no fencing evidence.
-var untrustedShutdownProviders = []string{"kubevirt://"}
+// untrustedShutdown reports whether node's provider may report its
+// instance shut down while it runs, so that TaintCloudShutdown on it is no
+// fencing evidence:
+//   - kubevirt://: cloud-provider-kubevirt calls a VirtualMachineInstance in
+//     phase Unknown ("host probably down") shut down: silence;
+//   - aws:// nodes named fargate-...: cloud-provider-aws answers for a
+//     Fargate node from its network interface, and its older interface
+//     calls the node shut down while the interface exists.
+func untrustedShutdown(node *corev1.Node) bool {
+	id := node.Spec.ProviderID
+	switch {
+	case strings.HasPrefix(id, "kubevirt://"):
+		return true
+	case strings.HasPrefix(id, "aws://"):
+		return strings.HasPrefix(id[strings.LastIndexByte(id, '/')+1:], "fargate-")
+	}
+	return false
+}
 
 // shutdownKey is the key of a node's first sighting with a shutdown taint
 // in the Memory's first-seen record, apart from the pods' UIDs and the
@@ -145,7 +157,7 @@ func (e *evidence) shutdownFenced(name string, state NodeState, node *corev1.Nod
 		case notCandidate:
 			continue
 		case untrusted:
-			waiting = e.reason("node ", name, " carries "+t.Key+", but its provider ("+node.Spec.ProviderID+") reports a host it cannot reach as shut down: no fencing evidence")
+			waiting = e.reason("node ", name, " carries "+t.Key+", but its provider ("+node.Spec.ProviderID+") may report a running instance shut down: no fencing evidence")
 			continue
 		}
 		first := e.sightings.see(shutdownKey(t.Key, name), e.time())
@@ -174,15 +186,6 @@ func (e *evidence) forgetShutdowns(name string, f nodeFact) {
 func hasTaint(node *corev1.Node, key string) bool {
 	for i := range node.Spec.Taints {
 		if node.Spec.Taints[i].Key == key {
-			return true
-		}
-	}
-	return false
-}
-
-func untrustedShutdown(node *corev1.Node) bool {
-	for _, scheme := range untrustedShutdownProviders {
-		if strings.HasPrefix(node.Spec.ProviderID, scheme) {
 			return true
 		}
 	}

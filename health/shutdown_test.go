@@ -63,8 +63,10 @@ func TestCloudShutdownTaintFencesOnlyANodeNotReadyOnceSeenForAfter(t *testing.T)
 		{"another taint named: held", newNode("n1", append(lost, cloudShutdown)...), []health.ShutdownTaint{{Key: "fencing.example.com/powered-off", After: time.Second}}, time.Hour, health.HeldBack, "owned by StatefulSet db"},
 		{"an admin's fencer's taint: deleted", newNode("n1", append(lost, taint("fencing.example.com/powered-off"))...), []health.ShutdownTaint{{Key: "fencing.example.com/powered-off", After: time.Second}}, time.Second, health.ForceDeleted, ""},
 		{"kubevirt, which calls an unreachable host shut down: held", newNode("n1", append(lost, cloudShutdown, providerID("kubevirt://vm-1"))...), shutdownAfter, time.Hour, health.HeldBack,
-			"owned by StatefulSet db; node n1 carries " + health.TaintCloudShutdown + ", but its provider (kubevirt://vm-1) reports a host it cannot reach as shut down: no fencing evidence"},
+			"owned by StatefulSet db; node n1 carries " + health.TaintCloudShutdown + ", but its provider (kubevirt://vm-1) may report a running instance shut down: no fencing evidence"},
 		{"aws: deleted", newNode("n1", append(lost, cloudShutdown, providerID("aws:///eu-west-1a/i-0abc"))...), shutdownAfter, 30 * time.Second, health.ForceDeleted, ""},
+		{"aws fargate, answered from its network interface: held", newNode("n1", append(lost, cloudShutdown, providerID("aws:///eu-west-1a/fargate-ip-10-0-1-2.ec2.internal"))...), shutdownAfter, time.Hour, health.HeldBack,
+			"owned by StatefulSet db; node n1 carries " + health.TaintCloudShutdown + ", but its provider (aws:///eu-west-1a/fargate-ip-10-0-1-2.ec2.internal) may report a running instance shut down: no fencing evidence"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
