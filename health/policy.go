@@ -16,8 +16,11 @@ const forceDeleteNever = "never"
 
 // Fencing says which pods need fencing evidence before a force delete:
 // proof that their containers cannot run any more (the node is gone, or out
-// of service and not Ready), rather than the word of a controller that the
-// node is unreachable, which a partitioned node also is. A force delete
+// of service and not Ready, or, when Options.ShutdownTaints names it, not
+// Ready under an authority's shutdown taint such as the cloud's
+// TaintCloudShutdown, which is off by default), rather than the word of a
+// controller that the node is unreachable, which a partitioned node also
+// is. A force delete
 // frees the pod's name and its volume claims at once: for a stateful pod on
 // a node that still runs, that means two writers.
 type Fencing int
