@@ -266,11 +266,23 @@ func runSoak(t *testing.T, cfg soakConfig) (soakHistory, *soakEnv) {
 	t.Logf("schedule (%d faults):\n%s", len(faults), strings.Join(lines, "\n"))
 
 	env.inject(ctx, faults)
-	// Every fault has ended; wait for every workload (at most the bound).
+	// Every fault has ended; wait (at most the bound) until every workload
+	// has been live for the stability window of the last recovery and a
+	// second more, so that the last deletes reach the audit log: a
+	// workload live for a moment (a container a healed partition's kubelet
+	// is about to stop) does not end the wait.
 	wctx, wcancel := context.WithTimeout(ctx, soakRecoveryBound)
-	_ = pollUntil(wctx, func() bool { return env.allLive() })
+	liveSince := time.Time{}
+	_ = pollUntil(wctx, func() bool {
+		switch {
+		case !env.allLive():
+			liveSince = time.Time{}
+		case liveSince.IsZero():
+			liveSince = time.Now()
+		}
+		return !liveSince.IsZero() && time.Since(liveSince) >= soakStable+time.Second
+	})
 	wcancel()
-	time.Sleep(soakStable + time.Second) // the stability window of the last recovery; the last deletes reach the audit log
 
 	deletes, err := cp.PodDeletes()
 	if err != nil {
