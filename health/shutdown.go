@@ -27,7 +27,10 @@ const TaintCloudShutdown = "node.cloudprovider.kubernetes.io/shutdown"
 //   - the taint, with any effect, has been on the node for at least After,
 //     as this Checker (or one sharing its Memory) saw it: measured from the
 //     first check that saw it, on the Checker's clock, since the taint
-//     carries no time of its own. A fresh Memory waits After again;
+//     carries no time of its own, and from the Ready condition's
+//     lastTransitionTime when it has one, so that neither a stale sighting
+//     nor a clock far ahead shortens the wait. A fresh Memory waits After
+//     again;
 //   - for TaintCloudShutdown, the node's provider is not one that may call
 //     a running instance shut down (kubevirt://, and AWS Fargate nodes; see
 //     docs/safety.md).
@@ -105,9 +108,9 @@ func untrustedShutdown(node *corev1.Node) bool {
 func shutdownKey(taint, node string) string { return "shutdown\x00" + taint + "\x00" + node }
 
 // ShutdownTaintOf returns the first of taints that node carries and that
-// may fence it: node's Ready condition is False or Unknown, and for
-// TaintCloudShutdown its provider is one that does not call an unreachable
-// host shut down. It does not measure how long the taint has been there:
+// may fence it: node's Ready condition is False or Unknown, it is not out
+// of service already, and for TaintCloudShutdown its provider is not one
+// that may call a running instance shut down. It does not measure how long the taint has been there:
 // that is the caller's part (a Checker counts each taint's After from its
 // first sighting). It is false for a nil node. podhealth-controller reads
 // nodes through it before it applies the out-of-service taint, so that it
@@ -161,8 +164,15 @@ func (e *evidence) shutdownFenced(name string, state NodeState, node *corev1.Nod
 			continue
 		}
 		first := e.sightings.see(shutdownKey(t.Key, name), e.time())
-		// A clock behind the first sighting counts as no time at all.
-		left := t.After - max(e.time().Sub(first), 0)
+		// Measured both from the first sighting and from the Ready
+		// condition's last transition: a node that came back and failed
+		// again while no check looked at it has a new transition, and
+		// waits afresh. Times below zero (a clock behind) count as none.
+		seen := e.time().Sub(first)
+		if ready := readyCondition(node); ready != nil && !ready.LastTransitionTime.IsZero() {
+			seen = min(seen, e.time().Sub(ready.LastTransitionTime.Time))
+		}
+		left := t.After - max(seen, 0)
 		if left <= 0 {
 			return true, ""
 		}

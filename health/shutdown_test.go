@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/podhealth/podhealth/health"
@@ -298,4 +299,29 @@ func TestBreakerTrippedAndBudgetTakeShareTheChecksLimits(t *testing.T) {
 	var none *health.DeleteBudget
 	ok, _ = none.Take(now)
 	require.True(t, ok, "no budget: no limit")
+}
+
+// A node that came back and failed again while no check looked at it
+// keeps its old first sighting in the Memory, but has a new Ready
+// transition: the wait is measured from that too, and starts afresh.
+func TestShutdownTaintWaitsAfreshAfterAnUnseenReturn(t *testing.T) {
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	nodes := fake.NewNodes(newNode("n1", notReady, cloudShutdown))
+	pods := fake.New(fake.Options{}, evictedOn("db-0", "n1", ownedByStatefulSet))
+	memory := health.NewMemory(health.MemoryOptions{})
+	opts := health.Options{Nodes: nodes, Clock: clk, ShutdownTaints: shutdownAfter, Memory: memory}
+	require.Equal(t, health.HeldBack, shutdownCheck(t, newChecker(t, pods, opts)).Outcome)
+
+	// Five minutes on, the node failed again 5 s ago: the old sighting is
+	// still in the Memory, the transition is new.
+	clk.SetTime(start.Add(5 * time.Minute))
+	again := newNode("n1", notReady, cloudShutdown)
+	again.Status.Conditions[0].LastTransitionTime = metav1.NewTime(start.Add(5*time.Minute - 5*time.Second))
+	nodes.Set(again)
+	report := shutdownCheck(t, newChecker(t, pods, opts))
+	require.Equal(t, health.HeldBack, report.Outcome)
+	require.Contains(t, report.HeldBack.Detail, "(25s to go)")
+	clk.SetTime(start.Add(5*time.Minute + 25*time.Second))
+	require.Equal(t, health.ForceDeleted, shutdownCheck(t, newChecker(t, pods, opts)).Outcome)
 }

@@ -191,7 +191,15 @@ func (r *Reconciler) reconcileOutOfService(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	now := r.clock.Now()
+	// As a Checker measures it: from this controller's first sighting, and
+	// from the Ready condition's last transition, so that a node that came
+	// back and failed again unseen waits afresh.
 	seen := now.Sub(r.oos.sight(req.Name, taint.Key, now))
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
+			seen = min(seen, now.Sub(c.LastTransitionTime.Time))
+		}
+	}
 	if left := taint.After - max(seen, 0); left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
 	}

@@ -363,3 +363,19 @@ func TestTheCloudsShutdownTaintBringsTheNodesGroupsBack(t *testing.T) {
 	require.False(t, with.Update(event.UpdateEvent{ObjectOld: off, ObjectNew: off.DeepCopy()}))
 	require.False(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: lost, ObjectNew: off}), "no shutdown taint named: nothing changed")
 }
+
+// The wait is measured from the Ready condition's last transition too: a
+// node that failed again a moment ago waits its After from then, whatever
+// this controller saw of it before.
+func TestOutOfServiceWaitsFromTheNodesLastTransition(t *testing.T) {
+	lost := node("lost", corev1.ConditionUnknown, unreachable, cloudShutdownTaint)
+	m := newFakeManager(t, lost)
+	r, clk, _ := oosReconciler(t, m, Options{})
+	reconcileNode(t, r, "lost") // first seen at oosStart
+	n := getNode(t, m, "lost")
+	n.Status.Conditions[0].LastTransitionTime = metav1.NewTime(oosStart.Add(time.Hour - 10*time.Second))
+	require.NoError(t, m.client.Status().Update(context.Background(), n))
+	clk.SetTime(oosStart.Add(time.Hour))
+	require.Equal(t, 20*time.Second, reconcileNode(t, r, "lost").RequeueAfter)
+	require.Nil(t, outOfServiceTaintOf(getNode(t, m, "lost")))
+}
