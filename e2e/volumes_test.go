@@ -258,8 +258,8 @@ func (e *volumeEnv) run(ctx context.Context, t *testing.T, i int, p volumePath) 
 	}
 	e.targets.Delete(ns)
 	// The path's healthy node leaves the cluster's work (its kubelet stops
-	// syncing); it and the lost one count as not Ready from now on, which
-	// is why the controller's Breaker needs ten.
+	// syncing), and counts as not Ready from then on, one more each path:
+	// the controller's Breaker needs ten.
 	healthy.Partition("the path is over")
 	return run
 }
@@ -523,7 +523,7 @@ func writeVolumeFigures(t *testing.T, runs []volumeRun) {
 		"`PODHEALTH_E2E_SLOW=1` adds the deleted Node) on %s: %s. One StatefulSet pod, db-0, with a ReadWriteOnce CSI volume (a CSIDriver with `attachRequired`; "+
 		"the PV binder, attach-detach and StatefulSet controllers of kube-controller-manager; the harness's models of the external-attacher and of the kubelet, which lists a pod's volume in "+
 		"the node's `volumesInUse` and starts the pod only once the volume is in its `volumesAttached`), on a node that is powered off. Node monitor grace period %v; the cloud node-lifecycle controller of "+
-		"k8s.io/cloud-provider, in the test's process, every %v; podhealth-controller with `--shutdown-taint=%s=2s --apply-out-of-service --breaker-min-unhealthy=10` (each path's nodes are left behind, not Ready). Times are from the power-off; "+
+		"k8s.io/cloud-provider, in the test's process, every %v; podhealth-controller with `--shutdown-taint=%s=2s --apply-out-of-service --breaker-min-unhealthy=10` (each path leaves its healthy node behind, not Ready). Times are from the power-off; "+
 		"the last column from the trigger (the admin's taint, the cloud's shutdown taint as first seen, the Node's deletion) to the replacement running with its volume.\n\n",
 		time.Now().UTC().Format("2006-01-02"), fmt.Sprintf("%d CPUs, %s/%s, %s; 1-minute load average %s at the end", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), figLoadAverage()), harness.NodeMonitorGracePeriod, cloudMonitorPeriod, health.TaintCloudShutdown)
 	fmt.Fprintf(&b, "| path | runs | trigger | out-of-service taint | old pod gone | detached | attached elsewhere | running | trigger → running: p50 | max | Multi-Attach / waiting-for-detach events |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
