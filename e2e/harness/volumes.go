@@ -329,11 +329,7 @@ func (k *Kubelet) markInUse(ctx context.Context, volumes []corev1.UniqueVolumeNa
 		return true
 	}
 	slices.Sort(inUse)
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"volumesInUse": inUse}})
-	if err != nil {
-		return false
-	}
-	if _, err := k.client.CoreV1().Nodes().Patch(ctx, k.node.Name(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	if k.patchVolumesInUse(ctx, inUse) != nil {
 		return false
 	}
 	k.mu.Lock()
@@ -363,15 +359,21 @@ func (k *Kubelet) reportVolumesInUse(ctx context.Context) {
 	if same {
 		return
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"volumesInUse": inUse}})
-	if err != nil {
-		return
-	}
-	if _, err := k.client.CoreV1().Nodes().Patch(ctx, k.node.Name(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	if k.patchVolumesInUse(ctx, inUse) != nil {
 		return
 	}
 	k.mu.Lock()
 	k.reportedInUse, k.inUseReported = inUse, true
 	k.hadVolumes = k.hadVolumes || len(inUse) > 0
 	k.mu.Unlock()
+}
+
+// patchVolumesInUse sets the node's status.volumesInUse to inUse.
+func (k *Kubelet) patchVolumesInUse(ctx context.Context, inUse []corev1.UniqueVolumeName) error {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"volumesInUse": inUse}})
+	if err != nil {
+		return err
+	}
+	_, err = k.client.CoreV1().Nodes().Patch(ctx, k.node.Name(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
 }

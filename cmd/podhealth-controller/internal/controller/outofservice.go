@@ -326,16 +326,25 @@ func (r *Reconciler) podsFromBefore(ctx context.Context, node string, at time.Ti
 // evicts such a pod, so its presence says nothing of whether the node is
 // empty of the pods the taint was for.
 func toleratesOutOfService(tolerations []corev1.Toleration) bool {
-	for _, t := range tolerations {
-		if t.Effect != "" && t.Effect != corev1.TaintEffectNoExecute {
-			continue
-		}
-		switch {
-		case t.Key == "" && t.Operator == corev1.TolerationOpExists:
-			return true
-		case t.Key == corev1.TaintNodeOutOfService && (t.Operator == corev1.TolerationOpExists || ((t.Operator == "" || t.Operator == corev1.TolerationOpEqual) && t.Value == outOfServiceValue)):
+	for i := range tolerations {
+		if toleratesOutOfServiceTaint(&tolerations[i]) {
 			return true
 		}
+	}
+	return false
+}
+
+// toleratesOutOfServiceTaint reports whether one toleration tolerates the
+// taint this controller applies.
+func toleratesOutOfServiceTaint(t *corev1.Toleration) bool {
+	if t.Effect != "" && t.Effect != corev1.TaintEffectNoExecute {
+		return false
+	}
+	switch {
+	case t.Key == "" && t.Operator == corev1.TolerationOpExists:
+		return true
+	case t.Key == corev1.TaintNodeOutOfService:
+		return t.Operator == corev1.TolerationOpExists || ((t.Operator == "" || t.Operator == corev1.TolerationOpEqual) && t.Value == outOfServiceValue)
 	}
 	return false
 }

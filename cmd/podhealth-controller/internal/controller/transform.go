@@ -100,9 +100,10 @@ func outOfServiceMark(annotations map[string]string) map[string]string {
 // tolerates the out-of-service taint, which almost no pod has: the
 // out-of-service controller reads it to see which pods the taint evicts.
 func outOfServiceTolerations(tolerations []corev1.Toleration) []corev1.Toleration {
-	for _, t := range tolerations {
-		if toleratesOutOfService([]corev1.Toleration{t}) {
-			return []corev1.Toleration{t}
+	// Every pod event passes here: nothing is allocated unless kept.
+	for i := range tolerations {
+		if toleratesOutOfServiceTaint(&tolerations[i]) {
+			return []corev1.Toleration{tolerations[i]}
 		}
 	}
 	return nil
