@@ -107,6 +107,9 @@ type controller struct {
 	// expect remembers the replacements created until the lister shows
 	// them (for up to replacements.DefaultTTL).
 	expect *replacements.Tracker
+	// surplus remembers the surplus pods deleted until the lister shows
+	// them terminating or gone.
+	surplus *surplusDeletes
 }
 
 // newController builds a controller over lister, which must list the pods
@@ -147,6 +150,7 @@ func newController(cfg config, client kubernetes.Interface, lister corelisters.P
 		),
 		checkers: make(map[string]*health.Checker, len(cfg.Workloads)),
 		expect:   replacements.New(replacements.Options{Clock: cfg.Clock}),
+		surplus:  newSurplusDeletes(cfg.Clock),
 	}
 	memory := health.NewMemory(health.MemoryOptions{})
 	for _, w := range cfg.Workloads {

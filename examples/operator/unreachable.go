@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource"
+	"github.com/podhealth/podhealth/replacements"
 )
 
 // ReasonDeletedSurplus is the reason of the Normal event recorded on each
@@ -21,6 +26,60 @@ const ReasonDeletedSurplus = "DeletedSurplusPod"
 // wantedPods is how many live pods the controller keeps per workload.
 const wantedPods = 1
 
+// surplusDeletes remembers, per workload, the surplus pods deleted that the
+// cache still lists as alive. A graceful delete only sets the pod's
+// deletionTimestamp, and the next check may run before the cache shows it:
+// without this record that check would delete the same pod again. A pod is
+// forgotten when a report no longer lists it alive (the cache caught up)
+// or after replacements.DefaultTTL, when it is deleted again: the way back
+// if the delete was lost. Safe for concurrent use.
+type surplusDeletes struct {
+	clock clock.PassiveClock
+
+	mu      sync.Mutex
+	deleted map[string]map[types.UID]time.Time // by workload: when each was deleted
+}
+
+func newSurplusDeletes(clk clock.PassiveClock) *surplusDeletes {
+	return &surplusDeletes{clock: clk, deleted: make(map[string]map[types.UID]time.Time)}
+}
+
+// pending forgets the pods of workload w that alive no longer holds, and
+// those deleted replacements.DefaultTTL ago or longer, and returns when each
+// remaining one was deleted.
+func (s *surplusDeletes) pending(w string, alive []*corev1.Pod) map[types.UID]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	listed := make(map[types.UID]bool, len(alive))
+	for _, p := range alive {
+		listed[p.UID] = true
+	}
+	now := s.clock.Now()
+	out := make(map[types.UID]time.Time)
+	for uid, at := range s.deleted[w] {
+		// A clock set back makes the age negative: the pod is kept until
+		// the clock passes the TTL again or the cache catches up.
+		if !listed[uid] || now.Sub(at) >= replacements.DefaultTTL {
+			delete(s.deleted[w], uid)
+			continue
+		}
+		out[uid] = at
+	}
+	if len(s.deleted[w]) == 0 {
+		delete(s.deleted, w)
+	}
+	return out
+}
+
+func (s *surplusDeletes) record(w string, uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted[w] == nil {
+		s.deleted[w] = make(map[types.UID]time.Time)
+	}
+	s.deleted[w][uid] = s.clock.Now()
+}
+
 // removeSurplus deletes, gracefully, the live pods of workload w beyond
 // wantedPods, as report lists them. They appear when a node whose pods were
 // replaced early (--replace-unreachable) comes back: its old pod is alive
@@ -29,7 +88,9 @@ const wantedPods = 1
 // UID precondition, so that a newer pod that took a name is left alone.
 // Pods already gone count as deleted. Only live pods are ever deleted:
 // never an Unreachable one (its node may come back; the surplus is decided
-// then), nor one that is terminating or finished.
+// then), nor one that is terminating or finished. A pod it deleted that the
+// cache still lists as alive is not deleted again (see surplusDeletes);
+// the workload is checked again when that record expires.
 func (c *controller) removeSurplus(ctx context.Context, w string, report health.Report) error {
 	var alive []*corev1.Pod
 	for _, p := range report.Pods {
@@ -37,6 +98,7 @@ func (c *controller) removeSurplus(ctx context.Context, w string, report health.
 			alive = append(alive, p.Pod)
 		}
 	}
+	pending := c.surplus.pending(w, alive)
 	if len(alive) <= wantedPods {
 		return nil
 	}
@@ -48,11 +110,17 @@ func (c *controller) removeSurplus(ctx context.Context, w string, report health.
 			log.Info("would delete surplus pod (dry run)", "namespace", pod.Namespace, "name", pod.Name, "uid", string(pod.UID), "kept", alive[0].Name)
 			continue
 		}
+		if at, ok := pending[pod.UID]; ok {
+			log.V(1).Info("surplus pod deleted already; the cache does not show it yet", "namespace", pod.Namespace, "name", pod.Name, "uid", string(pod.UID))
+			c.queue.AddAfter(w, at.Add(replacements.DefaultTTL).Sub(c.cfg.Clock.Now()))
+			continue
+		}
 		err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &pod.UID},
 		})
 		switch {
 		case err == nil:
+			c.surplus.record(w, pod.UID)
 			log.Info("deleted surplus pod", "namespace", pod.Namespace, "name", pod.Name, "uid", string(pod.UID), "kept", alive[0].Name)
 			c.recorder.Eventf(podsource.PodReference(pod), corev1.EventTypeNormal, ReasonDeletedSurplus,
 				"Deleted surplus pod %s/%s of workload %s, which has %d live pods and wants %d; kept %s",

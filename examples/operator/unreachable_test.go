@@ -21,6 +21,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/replacements"
 )
 
 // alivePod is the fixture of a running pod of workload "registry", renamed,
@@ -50,6 +51,15 @@ func unreachableConfig() config {
 // healthy one).
 func newControllerWithNodes(t *testing.T, cfg config, client *fake.Clientset, pods []*corev1.Pod, recorder record.EventRecorder) *controller {
 	t.Helper()
+	c, _ := newControllerWithNodesAndPodIndex(t, cfg, client, pods, recorder)
+	return c
+}
+
+// newControllerWithNodesAndPodIndex is newControllerWithNodes that also
+// returns the pod lister's indexer, for a test that plays the cache
+// catching up.
+func newControllerWithNodesAndPodIndex(t *testing.T, cfg config, client *fake.Clientset, pods []*corev1.Pod, recorder record.EventRecorder) (*controller, cache.Indexer) {
+	t.Helper()
 	nodeClient := fake.NewClientset(testutil.LoadNode(t, "node-lost.json"), testutil.LoadNode(t, "node-healthy.json"))
 	factory := informers.NewSharedInformerFactory(nodeClient, 0)
 	nodes := factory.Core().V1().Nodes()
@@ -59,11 +69,11 @@ func newControllerWithNodes(t *testing.T, cfg config, client *fake.Clientset, po
 	t.Cleanup(cancel)
 	factory.Start(ctx.Done())
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced))
-	lister, _ := staleLister(t, pods...)
+	lister, idx := staleLister(t, pods...)
 	c, err := newController(cfg, client, lister, nodes, recorder, logr.Discard())
 	require.NoError(t, err)
 	t.Cleanup(c.queue.ShutDown)
-	return c
+	return c, idx
 }
 
 func TestSyncReplacesThePodOfAnUnreachableNodeWithoutDeletingIt(t *testing.T) {
@@ -245,4 +255,52 @@ func TestKeepFirstOrder(t *testing.T) {
 	require.True(t, keepFirst(withReady(older.DeepCopy()), newer), "Ready before newer")
 	require.True(t, keepFirst(sameTime, older), "same time: by name, so the order is total")
 	require.False(t, keepFirst(older, sameTime))
+}
+
+// TestSurplusPodIsDeletedOnceWhileTheCacheLags: a graceful delete only sets
+// the pod's deletionTimestamp, and a check may run before the cache shows
+// it. That check must not delete the pod again; once the cache shows it
+// terminating the record ends, and if the cache never does, the pod is
+// deleted again after replacements.DefaultTTL, not before.
+func TestSurplusPodIsDeletedOnceWhileTheCacheLags(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	pods := []*corev1.Pod{alivePod(t, "old", "node-healthy", t0), alivePod(t, "new", "node-healthy", t0.Add(time.Minute))}
+	ctx := context.Background()
+
+	t.Run("cache lags: one delete, again only after the TTL", func(t *testing.T) {
+		client := newFakeClient(pods...)
+		clk := testingclock.NewFakeClock(t0.Add(time.Hour))
+		cfg := unreachableConfig()
+		cfg.Clock = clk
+		c := newControllerWithNodes(t, cfg, client, pods, record.NewFakeRecorder(100))
+		require.NoError(t, c.sync(ctx, "registry"))
+		require.NoError(t, c.sync(ctx, "registry"), "the lister still lists old alive")
+		require.Len(t, podActions(client, "delete"), 1, "deleted again while the cache lags")
+
+		clk.Step(replacements.DefaultTTL - time.Second)
+		require.NoError(t, c.sync(ctx, "registry"))
+		require.Len(t, podActions(client, "delete"), 1, "deleted again before the TTL")
+		require.Zero(t, c.queue.Len(), "checked again before the record ends")
+
+		clk.Step(time.Second)
+		require.Eventually(t, func() bool { return c.queue.Len() == 1 }, 5*time.Second, 10*time.Millisecond, "no check was scheduled for the end of the record")
+		require.NoError(t, c.sync(ctx, "registry"))
+		require.Len(t, podActions(client, "delete"), 2, "not deleted again once the record expired")
+	})
+
+	t.Run("cache shows the pod terminating: the record ends", func(t *testing.T) {
+		client := newFakeClient(pods...)
+		cfg := unreachableConfig()
+		cfg.Clock = testingclock.NewFakeClock(t0.Add(time.Hour))
+		c, idx := newControllerWithNodesAndPodIndex(t, cfg, client, pods, record.NewFakeRecorder(100))
+		require.NoError(t, c.sync(ctx, "registry"))
+		require.Len(t, podActions(client, "delete"), 1)
+
+		terminating := pods[0].DeepCopy()
+		terminating.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Hour)}
+		require.NoError(t, idx.Update(terminating))
+		require.NoError(t, c.sync(ctx, "registry"))
+		require.Empty(t, c.surplus.pending("registry", pods), "still remembered after the cache showed it terminating")
+		require.Len(t, podActions(client, "delete"), 1, "a terminating pod is not surplus")
+	})
 }
