@@ -155,6 +155,7 @@ func (e *evidence) shutdownFenced(name string, state NodeState, node *corev1.Nod
 		return false, ""
 	}
 	var waiting string
+	var soonest time.Duration // the shortest wait left; zero: none
 	for _, t := range e.shutdownTaints {
 		switch shutdownCandidate(node, t) {
 		case notCandidate:
@@ -174,10 +175,15 @@ func (e *evidence) shutdownFenced(name string, state NodeState, node *corev1.Nod
 		}
 		left := t.After - max(seen, 0)
 		if left <= 0 {
-			return true, ""
+			return true, "" // fenced: no wait of another taint is the pod's
 		}
-		e.retryIn(left)
+		if soonest == 0 || left < soonest {
+			soonest = left
+		}
 		waiting = fmt.Sprintf("node %s carries %s, which fences once seen for %v (%v to go)", name, t.Key, t.After, left.Round(time.Millisecond))
+	}
+	if soonest > 0 {
+		e.retryIn(soonest)
 	}
 	return false, waiting
 }

@@ -115,6 +115,26 @@ func TestShutdownTaintWaitSetsRetryAfter(t *testing.T) {
 	require.Equal(t, 5*time.Second, report.RetryAfter)
 }
 
+// A pod that one taint fences is not waiting: another named taint whose
+// wait has just begun adds no RetryAfter (FuzzShutdownTaints found this).
+func TestShutdownTaintThatFencesLeavesNoRetryAfterOfAnother(t *testing.T) {
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	nodes := fake.NewNodes(newNode("n1", notReady, taint(fencerTaint)))
+	pods := fake.New(fake.Options{}, evictedOn("db-0", "n1", ownedByStatefulSet))
+	taints := []health.ShutdownTaint{{Key: health.TaintCloudShutdown, After: 30 * time.Second}, {Key: fencerTaint, After: 30 * time.Second}}
+	checker := newChecker(t, pods, health.Options{Nodes: nodes, Clock: clk, ShutdownTaints: taints})
+	require.Equal(t, health.HeldBack, shutdownCheck(t, checker).Outcome)
+
+	// The cloud's taint arrives just as the fencer's has been seen for 30 s.
+	clk.SetTime(start.Add(30 * time.Second))
+	nodes.Set(newNode("n1", notReady, taint(fencerTaint), cloudShutdown))
+	report, err := checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.ForceDeleted, report.Pods[0].Outcome)
+	require.Zero(t, report.RetryAfter, "the deleted pod waits for nothing")
+}
+
 // The wait is measured on the Checker's own clock from its first
 // sighting: a clock far behind counts no time, a fresh Memory waits the
 // whole After again, and a node that is Ready again, or loses the taint,
