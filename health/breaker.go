@@ -34,12 +34,15 @@ const millionths = 1_000_000
 // topology.kubernetes.io/zone) and the whole cluster, and trips when either
 // has at least MinUnhealthy nodes not Ready making up at least
 // UnhealthyShare of its nodes (a node counts as not Ready unless its
-// NodeState is NodeReady), or when every node of the cluster is not
+// NodeState is NodeReady), or when no node of the cluster counts as
 // Ready. A node InMaintenance (a graceful shutdown or a drain in progress)
 // is not counted at all, neither as not Ready nor among the nodes: a
-// rolling reboot is no disruption. It also trips when its Nodes cannot be
-// read or list no node at all, since it then knows nothing about the
-// cluster. The zero value (no Nodes) never trips.
+// rolling reboot is no disruption. But when every listed node is in
+// maintenance, none counts as Ready, and it trips: a cluster with no
+// healthy node to compare against gives no reading of a node's failure.
+// It also trips when its Nodes cannot be read or list no node at all,
+// since it then knows nothing about the cluster. The zero value (no
+// Nodes) never trips. It is safe for concurrent use when its Nodes are.
 type Breaker struct {
 	Nodes NodeLister
 	// UnhealthyShare is the share of not-Ready nodes at which it trips:
@@ -130,6 +133,28 @@ func (b Breaker) Tripped(ctx context.Context, node string) string {
 	return ""
 }
 
+// Open returns why the Breaker stops force deletes on some node now (the
+// whole cluster, or one zone), or "" when it stops none: from one listing
+// of b.Nodes, so that a gauge of the Breaker's state (podhealth_breaker_open)
+// tells the truth whether or not a dead pod has asked it lately. A
+// Breaker without Nodes is never open.
+func (b Breaker) Open(ctx context.Context) string {
+	if b.Nodes == nil {
+		return ""
+	}
+	d := b.read(ctx)
+	if why := b.trippedCluster(d); why != "" {
+		return "breaker open: " + why
+	}
+	least, share := b.thresholds()
+	for _, z := range d.zones.counts {
+		if z.disruptedAt(least, share) {
+			return "breaker open: " + fmt.Sprintf("%d of %d nodes in zone %q are not Ready", z.notReady, z.total, z.zone) + d.uncounted()
+		}
+	}
+	return ""
+}
+
 func (b Breaker) read(ctx context.Context) *disruption {
 	nodes, err := b.Nodes.ListNodes(ctx)
 	switch {
@@ -205,20 +230,29 @@ func (d *disruption) zoneOf(node string) (string, bool) {
 	return zone, ok
 }
 
-// tripped returns why force deletes on node must stop, or "".
-func (b Breaker) tripped(d *disruption, node string) string {
+// trippedCluster returns why force deletes on every node must stop, or "".
+func (b Breaker) trippedCluster(d *disruption) string {
 	if d.err != nil {
 		return "cannot read node health: " + d.err.Error()
 	}
 	least, share := b.thresholds()
 	switch {
-	case d.cluster.total > 0 && d.cluster.notReady == d.cluster.total:
+	case d.cluster.total == 0:
+		return fmt.Sprintf("none of the %d nodes counts as Ready: all are in a graceful shutdown or a drain", d.maintenance)
+	case d.cluster.notReady == d.cluster.total:
 		return fmt.Sprintf("all %d nodes are not Ready", d.cluster.total) + d.uncounted()
 	case d.cluster.disruptedAt(least, share):
 		return fmt.Sprintf("%d of %d nodes are not Ready", d.cluster.notReady, d.cluster.total) + d.uncounted()
-	case !d.disrupted:
-		return ""
 	}
+	return ""
+}
+
+// tripped returns why force deletes on node must stop, or "".
+func (b Breaker) tripped(d *disruption, node string) string {
+	if why := b.trippedCluster(d); why != "" || !d.disrupted {
+		return why
+	}
+	least, share := b.thresholds()
 	if zone, ok := d.zoneOf(node); ok {
 		if z := d.zones.of(zone); z.disruptedAt(least, share) {
 			return fmt.Sprintf("%d of %d nodes in zone %q are not Ready", z.notReady, z.total, zone) + d.uncounted()

@@ -111,7 +111,7 @@ func (e *evidence) node(name string) (NodeState, *corev1.Node) {
 		e.sightings.forget(unreachableKey(name))
 	}
 	if len(e.shutdownTaints) > 0 {
-		e.forgetShutdowns(name, f)
+		e.forgetShutdowns(f)
 	}
 	return f.state, f.node
 }

@@ -113,7 +113,7 @@ func TestPropertyCheckInvariants(t *testing.T) {
 			logOnFailure(t, sc)
 			requireChecks(t, sc, withReport)
 		})
-		later := oracle{now: sc.now.Add(sc.step), ev: sc.ev, seen: sc.now}
+		later := oracle{now: sc.now.Add(sc.step), ev: sc.ev, seen: sc.now, saw: true}
 		for _, p := range sc.pods {
 			if p != nil && later.state(p) == health.Unreachable {
 				unreachable++

@@ -72,6 +72,7 @@ func nodesOf(prefix string, n int, opts ...nodeOption) []*corev1.Node {
 // pod whose own node failed. The same six nodes without the declaration
 // (or with it False or Unknown) trip it, and the excluded nodes leave the
 // share over the others, so that four failed of seven counted still trip.
+// When every node is in maintenance, none counts as Ready, and it trips.
 func TestBreakerDoesNotCountNodesInAGracefulShutdownOrADrain(t *testing.T) {
 	shuttingDown := nodeCondition(gracefulShutdownInProgress, corev1.ConditionTrue)
 	draining := nodeCondition(drainInProgress, corev1.ConditionTrue)
@@ -94,6 +95,12 @@ func TestBreakerDoesNotCountNodesInAGracefulShutdownOrADrain(t *testing.T) {
 		{"three draining, three failed of the seven counted and the lost one: tripped over the seven",
 			join(nodesOf("drain", 3, notReady, draining), nodesOf("down", 3, notReady), nodesOf("ok", 3), []*corev1.Node{lost}),
 			"breaker open: 4 of 7 nodes are not Ready (3 more in a graceful shutdown or a drain, not counted)"},
+		{"every node, the pod's too, draining and not Ready: none counts as Ready, tripped",
+			join(nodesOf("drain", 4, notReady, draining), []*corev1.Node{newNode("lost", notReady, taint(corev1.TaintNodeUnreachable), draining)}),
+			"breaker open: none of the 5 nodes counts as Ready: all are in a graceful shutdown or a drain"},
+		{"every node in maintenance but the lost one: all counted not Ready, tripped",
+			join(nodesOf("reboot", 4, notReady, shuttingDown), []*corev1.Node{lost}),
+			"breaker open: all 1 nodes are not Ready (4 more in a graceful shutdown or a drain, not counted)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pods := fake.New(fake.Options{}, evictedOn("dead", "lost"))
@@ -194,4 +201,29 @@ func TestMaintenanceConditionsAreNoFencingEvidence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Breaker.Open reads the Breaker's own state from its nodes, whatever the
+// pods: open while the outage lasts, closed as soon as the nodes recover,
+// with no dead pod asking it in between (podhealth_breaker_open reads it).
+func TestBreakerOpenFollowsTheNodesNotThePods(t *testing.T) {
+	zoned := func(zone string) nodeOption {
+		return func(n *corev1.Node) {
+			n.Labels = map[string]string{corev1.LabelTopologyZone: zone}
+		}
+	}
+	nodes := fake.NewNodes(join(nodesOf("down", 3, notReady), nodesOf("ok", 2))...)
+	b := health.Breaker{Nodes: nodes}
+	require.Equal(t, "breaker open: 3 of 5 nodes are not Ready", b.Open(context.Background()))
+
+	for _, n := range nodesOf("down", 3) {
+		nodes.Set(n)
+	}
+	require.Empty(t, b.Open(context.Background()), "every node recovered: closed")
+
+	zones := fake.NewNodes(join(nodesOf("a", 3, notReady, zoned("a")), nodesOf("b", 9, zoned("b")))...)
+	require.Equal(t, `breaker open: 3 of 3 nodes in zone "a" are not Ready`, health.Breaker{Nodes: zones}.Open(context.Background()), "one zone disrupted: open for its nodes")
+
+	require.Equal(t, "breaker open: cannot read node health: no nodes seen", health.Breaker{Nodes: fake.NewNodes()}.Open(context.Background()), "no reading: open")
+	require.Empty(t, health.Breaker{}.Open(context.Background()), "no Nodes: never open")
 }

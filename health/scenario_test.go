@@ -422,11 +422,14 @@ func wantState(p *corev1.Pod, now time.Time) health.State {
 // (ev nil), or with the node cache and unreachable policy of ev and no
 // live reads. seen is when the Checker's Memory first saw, on its clock,
 // what TerminatingTooLong and UnreachableFor measure from (the first check
-// of a scenario over a valid list); zero means now.
+// of a scenario over a valid list), when saw is true; else now. The zero
+// time is a time the clock can read (genNows holds it), so it cannot stand
+// for "not seen yet".
 type oracle struct {
 	now  time.Time
 	ev   *genEvidence
 	seen time.Time
+	saw  bool
 }
 
 // node returns the cached node of pod, or nil: none is configured, the pod
@@ -441,7 +444,7 @@ func (o oracle) node(p *corev1.Pod) *corev1.Node {
 
 // firstSeen is when a pod with a UID (or a node) was first seen.
 func (o oracle) firstSeen(uid types.UID) time.Time {
-	if o.seen.IsZero() || uid == "" {
+	if !o.saw || uid == "" {
 		return o.now
 	}
 	return o.seen
@@ -991,7 +994,7 @@ func requireChecks(t testing.TB, sc scenario, withReport bool) {
 	later := sc.now.Add(sc.step)
 	or := oracle{now: later, ev: sc.ev}
 	if validList(sc.pods) {
-		or.seen = sc.now
+		or.seen, or.saw = sc.now, true
 	}
 	clk.SetTime(later)
 	second := w.check(checker, withReport)

@@ -3,6 +3,7 @@ package health
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,23 +23,30 @@ const TaintCloudShutdown = "node.cloudprovider.kubernetes.io/shutdown"
 // powered off, for Options.ShutdownTaints. A node that carries it is
 // fencing evidence, like the out-of-service taint, only when all of these
 // hold:
-//   - the node's Ready condition is False or Unknown (a node without one,
-//     or one that cannot be read, is no evidence);
+//   - the node's Ready condition is Unknown: the node-lifecycle
+//     controller's word that the kubelet has stopped both posting status
+//     and renewing its Lease. Ready=False is posted by a kubelet that runs
+//     (the first seconds of every boot say "container runtime network not
+//     ready"), so it is no evidence, nor is a node without a Ready
+//     condition, or one that cannot be read;
 //   - the taint, with any effect, has been on the node for at least After,
-//     as this Checker (or one sharing its Memory) saw it: measured from the
-//     first check that saw it, on the Checker's clock, since the taint
-//     carries no time of its own, and from the Ready condition's
-//     lastTransitionTime when it has one, so that neither a stale sighting
-//     nor a clock far ahead shortens the wait. A fresh Memory waits After
-//     again;
+//     as this Checker (or one sharing its Memory) saw it since the Ready
+//     condition's last transition: measured on the Checker's clock from the
+//     first check that saw it under that transition (the taint carries no
+//     time of its own), and from the transition's lastTransitionTime too, so
+//     that neither a sighting from before the node came back and failed
+//     again, nor a clock far ahead, shortens the wait. A fresh Memory waits
+//     After again;
 //   - for TaintCloudShutdown, the node's provider is not one that may call
 //     a running instance shut down (kubevirt://, and AWS Fargate nodes; see
 //     docs/safety.md).
 //
 // A check that sees the node Ready, or without the taint, forgets its
-// first sighting, so a node that comes back and goes down again waits
-// After afresh. While a pod waits for After, its hold's detail says so and
-// the report's RetryAfter says when the wait ends.
+// first sighting, and a new Ready transition starts a new one, so a node
+// that comes back and goes down again waits After afresh, however briefly
+// it was back and whether or not a check saw it. While a pod waits for
+// After, its hold's detail says so and the report's RetryAfter says when
+// the wait ends.
 type ShutdownTaint struct {
 	// Key is the taint's key. Kubernetes' own node.kubernetes.io/ taints
 	// are refused: out-of-service already fences, and the others are set
@@ -103,16 +111,25 @@ func untrustedShutdown(node *corev1.Node) bool {
 }
 
 // shutdownKey is the key of a node's first sighting with a shutdown taint
-// in the Memory's first-seen record, apart from the pods' UIDs and the
-// nodes' unreachable sightings.
-func shutdownKey(taint, node string) string { return "shutdown\x00" + taint + "\x00" + node }
+// under the Ready transition of node's Ready condition, in the Memory's
+// first-seen record, apart from the pods' UIDs and the nodes' unreachable
+// sightings. A new transition is a new key: a sighting from before the
+// node last came back never counts for the wait after it.
+func shutdownKey(taint string, node *corev1.Node) string {
+	var since int64
+	if ready := readyCondition(node); ready != nil {
+		since = ready.LastTransitionTime.UnixNano()
+	}
+	return "shutdown\x00" + taint + "\x00" + node.Name + "\x00" + strconv.FormatInt(since, 36)
+}
 
 // ShutdownTaintOf returns the first of taints that node carries and that
-// may fence it: node's Ready condition is False or Unknown, it is not out
-// of service already, and for TaintCloudShutdown its provider is not one
-// that may call a running instance shut down. It does not measure how long the taint has been there:
-// that is the caller's part (a Checker counts each taint's After from its
-// first sighting). It is false for a nil node. podhealth-controller reads
+// may fence it: node's Ready condition is Unknown, it is not out of
+// service already, and for TaintCloudShutdown its provider is not one that
+// may call a running instance shut down. It does not measure how long the
+// taint has been there: that is the caller's part (a Checker counts each
+// taint's After from its first sighting under the node's current Ready
+// transition, ShutdownWaitLeft). It is false for a nil node. podhealth-controller reads
 // nodes through it before it applies the out-of-service taint, so that it
 // and the Checker never disagree about a node.
 func ShutdownTaintOf(node *corev1.Node, taints []ShutdownTaint) (ShutdownTaint, bool) {
@@ -136,6 +153,9 @@ const (
 func shutdownCandidate(node *corev1.Node, t ShutdownTaint) candidacy {
 	if state := NodeStateOf(node); state != NodeNotReady && state != NodeUnreachable {
 		return notCandidate // NodeStateOf(nil) is NodeUnknown
+	}
+	if readyCondition(node).Status != corev1.ConditionUnknown {
+		return notCandidate // False: posted by a kubelet that runs
 	}
 	if !hasTaint(node, t.Key) {
 		return notCandidate
@@ -164,16 +184,8 @@ func (e *evidence) shutdownFenced(name string, state NodeState, node *corev1.Nod
 			waiting = e.reason("node ", name, " carries "+t.Key+", but its provider ("+node.Spec.ProviderID+") may report a running instance shut down: no fencing evidence")
 			continue
 		}
-		first := e.sightings.see(shutdownKey(t.Key, name), e.time())
-		// Measured both from the first sighting and from the Ready
-		// condition's last transition: a node that came back and failed
-		// again while no check looked at it has a new transition, and
-		// waits afresh. Times below zero (a clock behind) count as none.
-		seen := e.time().Sub(first)
-		if ready := readyCondition(node); ready != nil && !ready.LastTransitionTime.IsZero() {
-			seen = min(seen, e.time().Sub(ready.LastTransitionTime.Time))
-		}
-		left := t.After - max(seen, 0)
+		first := e.sightings.see(shutdownKey(t.Key, node), e.time())
+		left := ShutdownWaitLeft(node, t, first, e.time())
 		if left <= 0 {
 			return true, "" // fenced: no wait of another taint is the pod's
 		}
@@ -188,13 +200,35 @@ func (e *evidence) shutdownFenced(name string, state NodeState, node *corev1.Nod
 	return false, waiting
 }
 
+// ShutdownWaitLeft returns how much longer taint t must be seen on node
+// before it fences, given that it was first seen at first under the
+// node's current Ready transition (see ShutdownTaint): After less the
+// shorter of the times since first and since the Ready condition's
+// lastTransitionTime, neither counted below zero, so a clock set back
+// counts nothing. A caller that tracks its own sightings (the
+// out-of-service taint of podhealth-controller) must start a new one
+// when the transition changes, as a Checker does, and pass the live node
+// it is about to act on.
+func ShutdownWaitLeft(node *corev1.Node, t ShutdownTaint, first, now time.Time) time.Duration {
+	seen := now.Sub(first)
+	if ready := readyCondition(node); ready != nil && !ready.LastTransitionTime.IsZero() {
+		seen = min(seen, now.Sub(ready.LastTransitionTime.Time))
+	}
+	return t.After - max(seen, 0)
+}
+
 // forgetShutdowns forgets the first sightings of the shutdown taints that
-// node no longer carries, or all of them when it is Ready: a node that
-// goes down again waits afresh.
-func (e *evidence) forgetShutdowns(name string, f nodeFact) {
+// node no longer carries: one that is put back waits afresh. A node that
+// came back (Ready) and went down again has a new Ready transition, so
+// its sightings from before are never read again, and age out of the
+// Memory.
+func (e *evidence) forgetShutdowns(f nodeFact) {
+	if f.node == nil {
+		return
+	}
 	for _, t := range e.shutdownTaints {
-		if f.state == NodeReady || (f.node != nil && !hasTaint(f.node, t.Key)) {
-			e.sightings.forget(shutdownKey(t.Key, name))
+		if f.state == NodeReady || !hasTaint(f.node, t.Key) {
+			e.sightings.forget(shutdownKey(t.Key, f.node))
 		}
 	}
 }

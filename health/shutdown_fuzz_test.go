@@ -34,6 +34,12 @@ type shutdownInput struct {
 	transition                  time.Duration // the Ready condition's lastTransitionTime after the first check; 0: none
 	hasTransition               bool
 	second                      time.Duration // may be negative: a clock set back
+	// retransition: between the checks the node came back and failed
+	// again unseen, so the second check sees a new lastTransitionTime,
+	// transitionSecond after the first check (it has one even when the
+	// first had none).
+	retransition     bool
+	transitionSecond time.Duration
 }
 
 func genShutdownInput(c *byteChooser) shutdownInput {
@@ -70,14 +76,20 @@ func genShutdownInput(c *byteChooser) shutdownInput {
 	if in.second = time.Duration(c.IntN(131)) * time.Second; in.second > 120*time.Second {
 		in.second = 120*time.Second - in.second
 	}
+	if in.retransition = c.IntN(3) == 2; in.retransition {
+		in.transitionSecond = time.Duration(c.IntN(121)) * time.Second
+	}
 	return in
 }
 
-func (in shutdownInput) node(ready corev1.ConditionStatus, tainted map[string]bool, start time.Time) *corev1.Node {
+func (in shutdownInput) node(ready corev1.ConditionStatus, tainted map[string]bool, start time.Time, second bool) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{ProviderID: in.provider}}
 	if ready != "" {
 		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: ready}
-		if in.hasTransition {
+		switch {
+		case second && in.retransition:
+			cond.LastTransitionTime = metav1.NewTime(start.Add(in.transitionSecond))
+		case in.hasTransition:
 			cond.LastTransitionTime = metav1.NewTime(start.Add(in.transition))
 		}
 		n.Status.Conditions = []corev1.NodeCondition{cond}
@@ -95,10 +107,11 @@ func (in shutdownInput) node(ready corev1.ConditionStatus, tainted map[string]bo
 
 // shutdownOracle is ShutdownTaint's documented rule, and nothing else, for
 // the pod at the second check: a taint fences when the node's Ready is
-// False or Unknown, the node carries a configured key, the provider is
-// trusted for the cloud's key, and the taint has been seen for its After,
-// counted from the first check that saw it as a candidate and from the
-// Ready condition's lastTransitionTime. It returns the outcome, and the
+// Unknown (False is posted by a kubelet that runs), the node carries a
+// configured key, the provider is trusted for the cloud's key, and the
+// taint has been seen for its After, counted from the first check that saw
+// it as a candidate under the same Ready transition and from the Ready
+// condition's lastTransitionTime. It returns the outcome, and the
 // RetryAfter of a wait (zero when none).
 func shutdownOracle(in shutdownInput) (health.Outcome, time.Duration) {
 	switch in.readySecond {
@@ -109,7 +122,7 @@ func shutdownOracle(in shutdownInput) (health.Outcome, time.Duration) {
 	}
 	untrusted := in.provider == "kubevirt://vm-1" || in.provider == "aws:///eu-west-1a/fargate-ip-10-0-1-2.ec2.internal"
 	candidate := func(ready corev1.ConditionStatus, tainted map[string]bool, key string) bool {
-		return (ready == corev1.ConditionFalse || ready == corev1.ConditionUnknown) && tainted[key] &&
+		return ready == corev1.ConditionUnknown && tainted[key] &&
 			!(key == health.TaintCloudShutdown && untrusted)
 	}
 	var retry time.Duration
@@ -118,10 +131,14 @@ func shutdownOracle(in shutdownInput) (health.Outcome, time.Duration) {
 			continue
 		}
 		seen := time.Duration(0) // first seen by the second check
-		if candidate(in.readyFirst, in.taintedFirst, t.Key) {
+		sameTransition := !in.retransition || (in.hasTransition && in.transitionSecond == in.transition)
+		if candidate(in.readyFirst, in.taintedFirst, t.Key) && sameTransition {
 			seen = in.second
 		}
-		if in.hasTransition {
+		switch {
+		case in.retransition:
+			seen = min(seen, in.second-in.transitionSecond)
+		case in.hasTransition:
 			seen = min(seen, in.second-in.transition)
 		}
 		left := t.After - max(seen, 0)
@@ -139,8 +156,8 @@ func shutdownOracle(in shutdownInput) (health.Outcome, time.Duration) {
 // pod with ShutdownTaints against shutdownOracle: any Ready status or none
 // at each check, either or both keys named and carried, with any effect,
 // beside the node-lifecycle taint or not, on any provider, with any Ready
-// transition time, and a second check up to two minutes on or ten seconds
-// back. The first check never deletes. Run it longer with
+// transition time, a new transition at the second check or not, and a
+// second check up to two minutes on or ten seconds back. The first check never deletes. Run it longer with
 //
 //	go test ./health -run '^$' -fuzz '^FuzzShutdownTaints$' -fuzztime=200000x
 func FuzzShutdownTaints(f *testing.F) {
@@ -149,14 +166,16 @@ func FuzzShutdownTaints(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 30})      // cloud's taint, 30 s, seen for 30 s: deleted
 	f.Add([]byte{0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 30})      // the same on kubevirt: held
-	f.Add([]byte{2, 9, 19, 1, 0, 2, 0, 0, 0, 1, 1, 1, 0, 175, 10}) // both named, the fencer's carried, failed 5 s before the first check: 10 s to go
+	f.Add([]byte{2, 9, 19, 0, 0, 2, 0, 0, 0, 1, 1, 1, 0, 175, 10}) // both named, the fencer's carried, failed 5 s before the first check: 10 s to go
 	f.Add([]byte{0, 29, 0, 3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 60})   // Ready at the first check: the wait starts at the second
-	f.Add([]byte{1, 59, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 125})        // the clock set back 5 s
+	f.Add([]byte{1, 59, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 125})        // the clock set back 5 s
+	f.Add([]byte{0, 29, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 30})      // Ready=False, which a running kubelet posts (a boot): held
+	f.Add([]byte{0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 30, 2, 20}) // back and failed again unseen, 20 s after the first check: the whole 30 s from the second
 	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := genShutdownInput(&byteChooser{data: data})
 		clk := clocktesting.NewFakePassiveClock(start)
-		nodes := fake.NewNodes(in.node(in.readyFirst, in.taintedFirst, start))
+		nodes := fake.NewNodes(in.node(in.readyFirst, in.taintedFirst, start, false))
 		pods := fake.New(fake.Options{}, evictedOn("db-0", "n1", ownedByStatefulSet))
 		checker, err := health.New(pods, pods, health.Options{Nodes: nodes, Clock: clk, ShutdownTaints: in.configured})
 		require.NoError(t, err)
@@ -167,7 +186,7 @@ func FuzzShutdownTaints(f *testing.F) {
 		require.NotEqual(t, health.ForceDeleted, first.Pods[0].Outcome, "the first sighting fenced: %+v", in)
 
 		clk.SetTime(start.Add(in.second))
-		nodes.Set(in.node(in.readySecond, in.taintedSecond, start))
+		nodes.Set(in.node(in.readySecond, in.taintedSecond, start, true))
 		second, err := checker.CheckReport(context.Background())
 		require.NoError(t, err)
 		require.Len(t, second.Pods, 1)

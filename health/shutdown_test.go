@@ -323,8 +323,11 @@ func TestBreakerTrippedAndBudgetTakeShareTheChecksLimits(t *testing.T) {
 
 // A node that came back and failed again while no check looked at it
 // keeps its old first sighting in the Memory, but has a new Ready
-// transition: the wait is measured from that too, and starts afresh.
-func TestShutdownTaintWaitsAfreshAfterAnUnseenReturn(t *testing.T) {
+// transition: that sighting no longer counts, and the wait starts afresh
+// at the first sighting under the new transition, the whole After, not
+// After less the time since the transition (the cloud taints a grace
+// period after it, so that would fence short).
+func TestShutdownTaintSightingFromBeforeAnUnseenReturnDoesNotShortenTheWait(t *testing.T) {
 	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(start)
 	nodes := fake.NewNodes(newNode("n1", notReady, cloudShutdown))
@@ -333,15 +336,57 @@ func TestShutdownTaintWaitsAfreshAfterAnUnseenReturn(t *testing.T) {
 	opts := health.Options{Nodes: nodes, Clock: clk, ShutdownTaints: shutdownAfter, Memory: memory}
 	require.Equal(t, health.HeldBack, shutdownCheck(t, newChecker(t, pods, opts)).Outcome)
 
-	// Five minutes on, the node failed again 5 s ago: the old sighting is
-	// still in the Memory, the transition is new.
+	// Five minutes on, the node failed again 50 s ago and the cloud has
+	// tainted it again: the old sighting is still in the Memory, the
+	// transition is new.
 	clk.SetTime(start.Add(5 * time.Minute))
 	again := newNode("n1", notReady, cloudShutdown)
-	again.Status.Conditions[0].LastTransitionTime = metav1.NewTime(start.Add(5*time.Minute - 5*time.Second))
+	again.Status.Conditions[0].LastTransitionTime = metav1.NewTime(start.Add(5*time.Minute - 50*time.Second))
 	nodes.Set(again)
 	report := shutdownCheck(t, newChecker(t, pods, opts))
 	require.Equal(t, health.HeldBack, report.Outcome)
-	require.Contains(t, report.HeldBack.Detail, "(25s to go)")
-	clk.SetTime(start.Add(5*time.Minute + 25*time.Second))
+	require.Contains(t, report.HeldBack.Detail, "(30s to go)")
+	clk.SetTime(start.Add(5*time.Minute + 29*time.Second))
+	full, err := newChecker(t, pods, opts).CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.HeldBack, full.Pods[0].Outcome, "29 s of a 30 s wait")
+	require.Equal(t, time.Second, full.RetryAfter)
+	clk.SetTime(start.Add(5*time.Minute + 30*time.Second))
 	require.Equal(t, health.ForceDeleted, shutdownCheck(t, newChecker(t, pods, opts)).Outcome)
+}
+
+// A restarted instance still carries the cloud's shutdown taint until the
+// cloud controller sees it Ready, while its kubelet already posts
+// Ready=False (the first seconds of every boot): a kubelet that posts runs,
+// so the taint is no evidence there, however long it has been seen. When
+// the kubelet stops posting again the node-lifecycle controller marks it
+// Unknown, a new transition, and the wait starts from that sighting.
+func TestShutdownTaintOnABootingNodeIsNoEvidence(t *testing.T) {
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	booting := newNode("n1", cloudShutdown)
+	booting.Status.Conditions[0] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+		Message: "container runtime network not ready", LastTransitionTime: metav1.NewTime(start.Add(-time.Second))}
+	nodes := fake.NewNodes(booting)
+	pods := fake.New(fake.Options{}, evictedOn("db-0", "n1", ownedByStatefulSet))
+	checker := newChecker(t, pods, health.Options{Nodes: nodes, Clock: clk, ShutdownTaints: shutdownAfter})
+	_, ok := health.ShutdownTaintOf(booting, shutdownAfter)
+	require.False(t, ok, "ShutdownTaintOf a node whose kubelet posts Ready=False")
+
+	for _, at := range []time.Duration{0, time.Minute, time.Hour} {
+		clk.SetTime(start.Add(at))
+		report := shutdownCheck(t, checker)
+		require.Equal(t, health.HeldBack, report.Outcome, "at %v", at)
+		require.Equal(t, "owned by StatefulSet db", report.HeldBack.Detail)
+	}
+	require.Empty(t, pods.Deletes())
+
+	// The kubelet stops posting: Unknown, a new transition; After from now.
+	clk.SetTime(start.Add(2 * time.Hour))
+	stopped := newNode("n1", notReady, cloudShutdown)
+	stopped.Status.Conditions[0].LastTransitionTime = metav1.NewTime(start.Add(2 * time.Hour))
+	nodes.Set(stopped)
+	require.Equal(t, health.HeldBack, shutdownCheck(t, checker).Outcome)
+	clk.SetTime(start.Add(2*time.Hour + 30*time.Second))
+	require.Equal(t, health.ForceDeleted, shutdownCheck(t, checker).Outcome)
 }
