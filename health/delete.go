@@ -34,8 +34,10 @@ func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 	if !k.dryRun && k.memory.remembers(pod.UID, k.time()) {
 		return k.deletedEarlier(pod)
 	}
-	if hold := k.holdBack(pod, v); hold.Reason != NotHeld {
-		return k.held(pod, v, hold)
+	if hold, err := k.holdBack(pod, v); hold.Reason != NotHeld {
+		res := k.held(pod, v, hold)
+		res.err = err // evidence that could not be read: retry, it is no verdict
+		return res
 	}
 	if k.dryRun {
 		k.log.Info("would force-delete pod", podKeys(pod, v)...)
@@ -114,22 +116,25 @@ func (k *check) send(pod *corev1.Pod, v Verdict) result {
 
 // holdBack returns why the pod's annotation, its malformed status, the
 // policy or the breaker keeps a dead pod; the zero Hold if nothing does.
-func (k *check) holdBack(pod *corev1.Pod, v Verdict) Hold {
+// The error, with a hold, is a read that failed on the way (a claim's,
+// wrapping ErrClaimUnavailable): the pod is held, and the check fails so
+// that its caller retries.
+func (k *check) holdBack(pod *corev1.Pod, v Verdict) (Hold, error) {
 	if optedOut(pod) {
-		return Hold{Reason: HeldByAnnotation, Detail: AnnotationForceDelete + "=" + forceDeleteNever}
+		return Hold{Reason: HeldByAnnotation, Detail: AnnotationForceDelete + "=" + forceDeleteNever}, nil
 	}
 	if why := malformed(pod); why != "" {
-		return Hold{Reason: HeldMalformed, Detail: why}
+		return Hold{Reason: HeldMalformed, Detail: why}, nil
 	}
 	if !v.Fenced {
-		if why := k.policy.needsFencing(k.ctx, pod); why != "" {
+		if why, err := k.policy.needsFencing(k.ctx, pod); why != "" {
 			ok, waiting := fenced(pod, k.getEvidence())
 			switch {
 			case ok:
 			case waiting != "":
-				return Hold{Reason: HeldForFencing, Detail: why + "; " + waiting}
+				return Hold{Reason: HeldForFencing, Detail: why + "; " + waiting}, err
 			default:
-				return Hold{Reason: HeldForFencing, Detail: why}
+				return Hold{Reason: HeldForFencing, Detail: why}, err
 			}
 		}
 	}
@@ -138,10 +143,10 @@ func (k *check) holdBack(pod *corev1.Pod, v Verdict) Hold {
 			k.disruption = k.breaker.read(k.ctx)
 		}
 		if why := k.breaker.tripped(k.disruption, pod.Spec.NodeName); why != "" {
-			return Hold{Reason: HeldByBreaker, Detail: why}
+			return Hold{Reason: HeldByBreaker, Detail: why}, nil
 		}
 	}
-	return Hold{}
+	return Hold{}, nil
 }
 
 // held logs and returns the result of a dead pod held back.

@@ -31,6 +31,14 @@ func (e *DeleteError) Error() string {
 
 func (e *DeleteError) Unwrap() error { return e.Err }
 
+// ErrClaimUnavailable is wrapped, with the ClaimGetter's own error, by the
+// error a check returns when a dead pod's claim could not be read (a 429, a
+// timeout; not NotFound): the pod is held back for fencing (it is never
+// force-deleted on a reading that failed), its report's Err carries the
+// error, and the check fails, so that its caller retries soon rather than
+// waiting for an event that a dead node never sends.
+var ErrClaimUnavailable = errors.New("podhealth: a claim's access modes could not be read")
+
 // ErrUnidentifiedPod is what the Deleters of this repository return for a
 // pod without a name or a UID, sending nothing: such a delete could hit
 // another pod (a newer one of the same name). A Checker never asks: it

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // AnnotationForceDelete, set to "never" on a pod, opts that pod out: a
@@ -83,35 +84,38 @@ type policy struct {
 }
 
 // needsFencing returns why pod needs fencing evidence, or "" if it does not.
-func (p policy) needsFencing(ctx context.Context, pod *corev1.Pod) string {
+// A claim whose read failed needs it (fail closed), and comes with the
+// error, which wraps ErrClaimUnavailable: a failed read is a reason to
+// retry, not a fact about the pod.
+func (p policy) needsFencing(ctx context.Context, pod *corev1.Pod) (string, error) {
 	switch p.fencing {
 	case FenceNever:
-		return ""
+		return "", nil
 	case FenceAlways:
-		return "the policy requires fencing for every pod"
+		return "the policy requires fencing for every pod", nil
 	}
 	for _, ref := range pod.OwnerReferences {
 		if ref.Kind == "StatefulSet" {
-			return "owned by StatefulSet " + ref.Name
+			return "owned by StatefulSet " + ref.Name, nil
 		}
 	}
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		if kind := singleWriterInline(&vol.VolumeSource); kind != "" {
-			return "mounts single-writer inline " + kind + " volume " + vol.Name
+			return "mounts single-writer inline " + kind + " volume " + vol.Name, nil
 		}
 		switch {
 		case vol.PersistentVolumeClaim != nil:
-			if why := p.claimNeedsFencing(ctx, pod.Namespace, vol.PersistentVolumeClaim.ClaimName); why != "" {
-				return why
+			if why, err := p.claimNeedsFencing(ctx, pod.Namespace, vol.PersistentVolumeClaim.ClaimName); why != "" {
+				return why, err
 			}
 		case vol.Ephemeral != nil:
 			if why := ephemeralNeedsFencing(vol); why != "" {
-				return why
+				return why, nil
 			}
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // singleWriterInline returns the type of an inline volume that one node at
@@ -185,16 +189,20 @@ func duplicateCondition(t corev1.PodConditionType) string {
 	return fmt.Sprintf("condition %q appears more than once; Kubernetes keeps one of each type", string(t))
 }
 
-func (p policy) claimNeedsFencing(ctx context.Context, namespace, name string) string {
+func (p policy) claimNeedsFencing(ctx context.Context, namespace, name string) (string, error) {
 	if p.claims == nil {
-		return "mounts claim " + name + " whose access modes are unknown"
+		return "mounts claim " + name + " whose access modes are unknown", nil
 	}
 	claim, err := p.claims.GetClaim(ctx, namespace, name)
-	if err != nil {
-		return fmt.Sprintf("mounts claim %s whose access modes could not be read: %v", name, err)
-	}
-	if claim == nil {
-		return "mounts claim " + name + " whose access modes are unknown (the claim getter returned nothing)"
+	switch {
+	case apierrors.IsNotFound(err):
+		// Gone for good, not a passing fault: unknown, and no retry helps.
+		return fmt.Sprintf("mounts claim %s whose access modes could not be read: %v", name, err), nil
+	case err != nil:
+		return fmt.Sprintf("mounts claim %s whose access modes could not be read: %v", name, err),
+			fmt.Errorf("podhealth: claim %s/%s: %w: %w", namespace, name, ErrClaimUnavailable, err)
+	case claim == nil:
+		return "mounts claim " + name + " whose access modes are unknown (the claim getter returned nothing)", nil
 	}
 	modes := claim.Status.AccessModes
 	if len(modes) == 0 {
@@ -204,11 +212,11 @@ func (p policy) claimNeedsFencing(ctx context.Context, namespace, name string) s
 	case len(modes) == 0:
 		// A getter that swallows NotFound, or a cache transform that
 		// strips the spec: modes that cannot be read count as stateful.
-		return "mounts claim " + name + " whose access modes cannot be read (the claim has none)"
+		return "mounts claim " + name + " whose access modes cannot be read (the claim has none)", nil
 	case single(modes):
-		return "mounts single-writer claim " + name
+		return "mounts single-writer claim " + name, nil
 	}
-	return ""
+	return "", nil
 }
 
 // ephemeralNeedsFencing returns why a pod's generic ephemeral volume needs

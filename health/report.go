@@ -82,7 +82,9 @@ type PodReport struct {
 	// HeldBack says why, when Outcome is HeldBack; the zero Hold
 	// otherwise.
 	HeldBack Hold
-	// Err is the *DeleteError when Outcome is DeleteFailed.
+	// Err is the *DeleteError when Outcome is DeleteFailed, and an error
+	// wrapping ErrClaimUnavailable when the pod is HeldBack because its
+	// claim could not be read.
 	Err error
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -671,4 +672,47 @@ func TestObserverIsToldEachPodOncePerCheck(t *testing.T) {
 		"terminating": {"NoAction", "NoAction"}, "finished": {"NoAction", "NoAction"},
 	}, heard)
 	require.Len(t, store.Deletes(), 1)
+}
+
+// A claim that could not be read once (a 429) holds the pod back, since a
+// reading that failed is no evidence that it is stateless, and fails the
+// check with an error wrapping ErrClaimUnavailable and the API server's,
+// so that the caller retries: a dead node sends no event that would bring
+// the pod back. The next check that reads the claim deletes the pod. A
+// claim that is gone (NotFound) is a fact, not a fault: held, no error.
+func TestAClaimReadThatFailsIsAnErrorToRetryNotEvidence(t *testing.T) {
+	lost := fake.NewNodes(newNode("node-lost", notReady, taint(corev1.TaintNodeUnreachable)))
+	pod := newPod("dead", onNode("node-lost"), deleting, disruption(health.ReasonDeletionByTaintManager), mountsClaim("data"))
+	shared := fake.NewClaims(sharedClaim("data"))
+	tooMany := apierrors.NewTooManyRequests("slow down", 1)
+	failing := true
+	claims := claimGetterFunc(func(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+		if failing {
+			return nil, tooMany
+		}
+		return shared.GetClaim(ctx, namespace, name)
+	})
+	store := fake.New(fake.Options{}, pod)
+	checker := newChecker(t, store, health.Options{Nodes: lost, Claims: claims})
+
+	report, err := checker.CheckReport(context.Background())
+	require.ErrorIs(t, err, health.ErrClaimUnavailable)
+	require.True(t, apierrors.IsTooManyRequests(err), "the API server's answer is reached: %v", err)
+	require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
+	require.Equal(t, health.HeldForFencing, report.Pods[0].HeldBack.Reason)
+	require.ErrorIs(t, report.Pods[0].Err, health.ErrClaimUnavailable)
+	require.False(t, report.Healthy)
+	require.Empty(t, store.Deletes())
+
+	failing = false
+	report, err = checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.ForceDeleted, report.Pods[0].Outcome, "the retry reads the claim: ReadWriteMany, stateless")
+
+	gone := fake.New(fake.Options{}, pod)
+	checker = newChecker(t, gone, health.Options{Nodes: lost, Claims: fake.NewClaims()})
+	report, err = checker.CheckReport(context.Background())
+	require.NoError(t, err, "a claim that is gone is no passing fault")
+	require.Equal(t, health.HeldForFencing, report.Pods[0].HeldBack.Reason)
+	require.Empty(t, gone.Deletes())
 }

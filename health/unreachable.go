@@ -43,7 +43,7 @@ func (k *check) unreachable(pod *corev1.Pod, v Verdict) Verdict {
 	if _, stopping := InMaintenance(node); stopping {
 		return v // its kubelet is stopping the pod: a planned stop, not a failure
 	}
-	if k.policy.needsFencing(k.ctx, pod) != "" {
+	if why, _ := k.policy.needsFencing(k.ctx, pod); why != "" {
 		return v // a second copy would be a second writer
 	}
 	ready := readyCondition(node)
