@@ -3,10 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,4 +122,83 @@ func markNotReady(node *corev1.Node, age time.Duration, now time.Time) {
 		}
 	}
 	node.Status.Conditions = append(node.Status.Conditions, cond)
+}
+
+// leaseShowsRunning returns why node's Lease, read live, shows that its
+// kubelet runs though the node's Ready condition is Unknown, or "": the
+// Lease was renewed after that condition's last transition. The
+// node-lifecycle controller marks a node Unknown only once its kubelet
+// has stopped renewing, so a renewal since is a kubelet that came back
+// (a restarted instance, before it posts its status, still carries the
+// cloud's shutdown taint). A node without a Lease, or one never renewed,
+// shows nothing. A Lease that cannot be read is an error: no taint is
+// written on a reading that failed.
+//
+// The two times are the kubelet's clock and the node-lifecycle
+// controller's: a kubelet clock ahead by more than the node-monitor grace
+// period makes a stopped node's last renewal look newer, and holds the
+// taint back (it fails closed) until the node is Ready or its clock is
+// mended.
+func (r *Reconciler) leaseShowsRunning(ctx context.Context, node *corev1.Node) (string, error) {
+	var leases coordinationv1.LeaseList
+	if err := r.live.List(ctx, &leases, client.InNamespace(corev1.NamespaceNodeLease), client.MatchingFields{"metadata.name": node.Name}); err != nil {
+		return "", fmt.Errorf("reading the Lease of node %s: %w", node.Name, err)
+	}
+	transition := readyTransition(node)
+	for i := range leases.Items {
+		lease := &leases.Items[i]
+		if lease.Name != node.Name || lease.Spec.RenewTime == nil {
+			continue
+		}
+		if renewed := lease.Spec.RenewTime.Time; renewed.After(transition) {
+			return fmt.Sprintf("its kubelet renewed its Lease at %s, after the node became not Ready at %s: it runs", renewed.UTC().Format(time.RFC3339), transition.UTC().Format(time.RFC3339)), nil
+		}
+	}
+	return "", nil
+}
+
+// runningNodes is the Checker's view of the nodes: the cached node, with
+// the shutdown taints removed from a copy of one whose cached Lease was
+// renewed after its Ready condition's last transition (see
+// leaseShowsRunning), so that no pod is force-deleted on the cloud's word
+// while its kubelet is back. It only ever takes evidence away. It is safe
+// for concurrent use.
+type runningNodes struct {
+	nodes          health.NodeGetter
+	leases         client.Reader
+	shutdownTaints []health.ShutdownTaint
+}
+
+var _ health.NodeGetter = runningNodes{}
+
+func (v runningNodes) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	node, err := v.nodes.GetNode(ctx, name)
+	if err != nil || node == nil {
+		return node, err
+	}
+	if _, ok := health.ShutdownTaintOf(node, v.shutdownTaints); !ok {
+		return node, nil
+	}
+	var lease coordinationv1.Lease
+	if err := v.leases.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: name}, &lease); err != nil {
+		if apierrors.IsNotFound(err) {
+			return node, nil
+		}
+		// No reading of the Lease: no shutdown evidence either.
+		return withoutShutdownTaints(node, v.shutdownTaints), nil
+	}
+	if lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(readyTransition(node)) {
+		return withoutShutdownTaints(node, v.shutdownTaints), nil
+	}
+	return node, nil
+}
+
+// withoutShutdownTaints returns a copy of node without the taints named in
+// taints.
+func withoutShutdownTaints(node *corev1.Node, taints []health.ShutdownTaint) *corev1.Node {
+	out := node.DeepCopy()
+	out.Spec.Taints = slices.DeleteFunc(out.Spec.Taints, func(t corev1.Taint) bool {
+		return slices.ContainsFunc(taints, func(s health.ShutdownTaint) bool { return s.Key == t.Key })
+	})
+	return out
 }

@@ -73,9 +73,12 @@ func newOutOfService() *oosState {
 	return &oosState{sighted: map[string]sighting{}, applied: map[string]time.Time{}, told: map[string]string{}}
 }
 
+// sighting is a node's first sighting with a shutdown taint, under one
+// Ready transition.
 type sighting struct {
-	key   string
-	first time.Time
+	key        string
+	transition time.Time
+	first      time.Time
 }
 
 // OutOfServiceStats are what the out-of-service controller did since the
@@ -191,22 +194,20 @@ func (r *Reconciler) reconcileOutOfService(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	now := r.clock.Now()
-	// As a Checker measures it: from this controller's first sighting, and
-	// from the Ready condition's last transition, so that a node that came
-	// back and failed again unseen waits afresh.
-	seen := now.Sub(r.oos.sight(req.Name, taint.Key, now))
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
-			seen = min(seen, now.Sub(c.LastTransitionTime.Time))
-		}
-	}
-	if left := taint.After - max(seen, 0); left > 0 {
+	// As a Checker measures it: from this controller's first sighting
+	// under the node's current Ready transition, and from the transition,
+	// so that a node that came back and failed again unseen waits afresh.
+	first := r.oos.sight(req.Name, taint.Key, readyTransition(&node), now)
+	if left := health.ShutdownWaitLeft(&node, taint, first, now); left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
+	seen := now.Sub(first)
 	breaker := r.opts.Breaker
 	breaker.Nodes = r.breaker
 	if why := breaker.Tripped(ctx, node.Name); why != "" {
-		r.tellOnce(&node, corev1.EventTypeWarning, ReasonOutOfServiceHeld, "HoldOutOfServiceTaint", why, "not applying "+corev1.TaintNodeOutOfService+": "+why)
+		// Keyed by the hold's kind, not its words, which carry counts that
+		// change as an outage grows: one event per hold.
+		r.tellOnce(&node, corev1.EventTypeWarning, ReasonOutOfServiceHeld, "HoldOutOfServiceTaint", "breaker", "not applying "+corev1.TaintNodeOutOfService+": "+why)
 		return ctrl.Result{RequeueAfter: r.recheck}, nil
 	}
 	note := fmt.Sprintf("not Ready and tainted %s for %v", taint.Key, seen.Round(time.Second))
@@ -217,13 +218,29 @@ func (r *Reconciler) reconcileOutOfService(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, nil
 	}
+	// Judged again on the live node about to be written, not on the cache
+	// that led here: the taint, the Ready transition the wait was measured
+	// under, and the wait itself.
 	live, err := r.liveNode(ctx, node.Name)
 	if err != nil || live == nil {
 		return ctrl.Result{}, err
 	}
-	if liveTaint, ok := health.ShutdownTaintOf(live, r.opts.ShutdownTaints); !ok || liveTaint.Key != taint.Key || hasOutOfService(live) {
+	if liveTaint, ok := health.ShutdownTaintOf(live, r.opts.ShutdownTaints); !ok || liveTaint.Key != taint.Key || hasOutOfService(live) ||
+		!readyTransition(live).Equal(readyTransition(&node)) {
 		// The cache lagged: judge the live object on its next event.
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	}
+	if left := health.ShutdownWaitLeft(live, taint, first, now); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	// A kubelet that renewed its Lease since the node went Unknown runs
+	// (a boot, before it posts its status), whatever the cloud's taint
+	// still says.
+	if why, err := r.leaseShowsRunning(ctx, live); err != nil || why != "" {
+		if why != "" {
+			r.tellOnce(&node, corev1.EventTypeWarning, ReasonOutOfServiceHeld, "HoldOutOfServiceTaint", "lease", "not applying "+corev1.TaintNodeOutOfService+": "+why)
+		}
+		return ctrl.Result{RequeueAfter: r.recheck}, err
 	}
 	// The budget is spent only on a taint about to be written.
 	if ok, retry := r.opts.Budget.Take(now); !ok {
@@ -255,7 +272,7 @@ func (r *Reconciler) reconcileOutOfService(ctx context.Context, req ctrl.Request
 // mark whose taint someone else removed goes too.
 func (r *Reconciler) maybeRemoveOutOfService(ctx context.Context, logger logr.Logger, node *corev1.Node, at time.Time) (ctrl.Result, error) {
 	r.oos.tainted(node.Name, at)
-	if hasOutOfService(node) {
+	if hasOurOutOfService(node) {
 		if health.NodeStateOf(node) != health.NodeReady {
 			return ctrl.Result{}, nil // still down: the node's Ready ends the wait
 		}
@@ -273,12 +290,15 @@ func (r *Reconciler) maybeRemoveOutOfService(ctx context.Context, logger logr.Lo
 		r.oos.untainted(node.Name)
 		return ctrl.Result{}, nil
 	}
-	had := hasOutOfService(live)
+	had := hasOurOutOfService(live)
 	if had && health.NodeStateOf(live) != health.NodeReady {
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil // the cache lagged
 	}
 	patched := live.DeepCopy()
-	patched.Spec.Taints = slices.DeleteFunc(patched.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
+	// Exactly the taint this controller applies: Kubernetes keeps one
+	// taint per key and effect, and an admin's out-of-service taint of
+	// another effect or value is theirs to remove.
+	patched.Spec.Taints = slices.DeleteFunc(patched.Spec.Taints, isOurOutOfService)
 	delete(patched.Annotations, AnnotationOutOfServiceApplied)
 	if err := r.cache.Patch(ctx, patched, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ctrl.Result{}, fmt.Errorf("removing %s from node %s: %w", corev1.TaintNodeOutOfService, node.Name, err)
@@ -399,6 +419,27 @@ func appliedAt(node *corev1.Node, now time.Time) (time.Time, bool) {
 	return at, true
 }
 
+// isOurOutOfService reports whether t is the taint this controller
+// applies: its key, value and effect.
+func isOurOutOfService(t corev1.Taint) bool {
+	return t.Key == corev1.TaintNodeOutOfService && t.Value == outOfServiceValue && t.Effect == corev1.TaintEffectNoExecute
+}
+
+func hasOurOutOfService(node *corev1.Node) bool {
+	return slices.ContainsFunc(node.Spec.Taints, isOurOutOfService)
+}
+
+// readyTransition returns the lastTransitionTime of node's Ready
+// condition, or the zero time.
+func readyTransition(node *corev1.Node) time.Time {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
 func hasOutOfService(node *corev1.Node) bool {
 	for i := range node.Spec.Taints {
 		if node.Spec.Taints[i].Key == corev1.TaintNodeOutOfService {
@@ -414,14 +455,16 @@ func (o *oosState) count(f func(*oosState)) {
 	f(o)
 }
 
-// sight records the first sighting of node with the shutdown taint key, a
-// sighting of another key starting afresh, and returns it.
-func (o *oosState) sight(node, key string, now time.Time) time.Time {
+// sight records the first sighting of node with the shutdown taint key
+// under the Ready transition, a sighting of another key or under another
+// transition starting afresh (the node came back and failed again), and
+// returns it.
+func (o *oosState) sight(node, key string, transition, now time.Time) time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s, ok := o.sighted[node]
-	if !ok || s.key != key {
-		s = sighting{key: key, first: now}
+	if !ok || s.key != key || !s.transition.Equal(transition) {
+		s = sighting{key: key, transition: transition, first: now}
 		o.sighted[node] = s
 	}
 	return s.first

@@ -37,7 +37,14 @@ type reasonLog struct{ eventLog }
 func (l *reasonLog) Eventf(regarding, _ runtime.Object, _, reason, _, _ string, _ ...interface{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.events = append(l.events, reason+" "+regarding.(client.Object).GetName())
+	name := ""
+	switch o := regarding.(type) {
+	case client.Object:
+		name = o.GetName()
+	case *corev1.ObjectReference:
+		name = o.Name
+	}
+	l.events = append(l.events, reason+" "+name)
 }
 
 func (l *reasonLog) reasons() []string {
@@ -285,6 +292,7 @@ func TestOutOfServiceWriteIsPreconditionedOnTheLiveRead(t *testing.T) {
 		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
 			return conflict
 		},
+		List: listByIndexes,
 	})
 	m := fakeManager{client: c, deletes: new([]string), lists: new([]string)}
 	r, clk, events := oosReconciler(t, m, Options{})
@@ -364,18 +372,25 @@ func TestTheCloudsShutdownTaintBringsTheNodesGroupsBack(t *testing.T) {
 	require.False(t, nodeChanged.Update(event.UpdateEvent{ObjectOld: lost, ObjectNew: off}), "no shutdown taint named: nothing changed")
 }
 
-// The wait is measured from the Ready condition's last transition too: a
-// node that failed again a moment ago waits its After from then, whatever
-// this controller saw of it before.
-func TestOutOfServiceWaitsFromTheNodesLastTransition(t *testing.T) {
+// The wait is measured from the first sighting under the Ready
+// condition's last transition: a node that came back and failed again
+// unseen has a new transition, and waits its whole After from the first
+// sighting of it, however long ago the transition was (the cloud taints a
+// grace period after it), and whatever this controller saw before.
+func TestOutOfServiceWaitsItsWholeAfterFromTheFirstSightingOfANewTransition(t *testing.T) {
 	lost := node("lost", corev1.ConditionUnknown, unreachable, cloudShutdownTaint)
 	m := newFakeManager(t, lost)
 	r, clk, _ := oosReconciler(t, m, Options{})
 	reconcileNode(t, r, "lost") // first seen at oosStart
 	n := getNode(t, m, "lost")
-	n.Status.Conditions[0].LastTransitionTime = metav1.NewTime(oosStart.Add(time.Hour - 10*time.Second))
+	n.Status.Conditions[0].LastTransitionTime = metav1.NewTime(oosStart.Add(time.Hour - 50*time.Second))
 	require.NoError(t, m.client.Status().Update(context.Background(), n))
 	clk.SetTime(oosStart.Add(time.Hour))
-	require.Equal(t, 20*time.Second, reconcileNode(t, r, "lost").RequeueAfter)
+	require.Equal(t, 30*time.Second, reconcileNode(t, r, "lost").RequeueAfter)
+	clk.SetTime(oosStart.Add(time.Hour + 29*time.Second))
+	require.Equal(t, time.Second, reconcileNode(t, r, "lost").RequeueAfter)
 	require.Nil(t, outOfServiceTaintOf(getNode(t, m, "lost")))
+	clk.SetTime(oosStart.Add(time.Hour + 30*time.Second))
+	reconcileNode(t, r, "lost")
+	require.NotNil(t, outOfServiceTaintOf(getNode(t, m, "lost")))
 }

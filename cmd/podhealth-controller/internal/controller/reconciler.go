@@ -408,8 +408,12 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 	if r.opts.Recorder != nil {
 		events = ownerEvents{recorder: r.opts.Recorder}
 	}
+	var nodes health.NodeGetter = r.nodes
+	if len(r.opts.ShutdownTaints) > 0 {
+		nodes = runningNodes{nodes: r.nodes, leases: r.cache, shutdownTaints: r.opts.ShutdownTaints}
+	}
 	opts := health.Options{
-		Nodes:     r.nodes,
+		Nodes:     nodes,
 		LiveNodes: r.liveNodes,
 		Claims:    r.claims,
 		Budget:    r.opts.Budget,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,10 +41,18 @@ type fakeManager struct {
 	deletes *[]string
 	// lists are the field selectors of the lists sent, "" for none.
 	lists *[]string
+	// live, when not nil, is the API server behind a cache (client) that
+	// lags it; nil: client is both.
+	live client.Reader
 }
 
-func (m fakeManager) GetClient() client.Client    { return m.client }
-func (m fakeManager) GetAPIReader() client.Reader { return m.client }
+func (m fakeManager) GetClient() client.Client { return m.client }
+func (m fakeManager) GetAPIReader() client.Reader {
+	if m.live != nil {
+		return m.live
+	}
+	return m.client
+}
 
 // newFakeManager holds objs and three Ready nodes, h1 to h3, so that one
 // failed node does not trip the Breaker (a cluster whose every node is
@@ -84,9 +93,31 @@ func newFakeManager(t *testing.T, objs ...client.Object) fakeManager {
 	return fakeManager{client: c, deletes: &deletes, lists: &lists}
 }
 
+// listByIndexes is an interceptor's List that reads the field selectors
+// of the cache's indexes (and metadata.name of Leases) as the cache and the
+// API server do.
+func listByIndexes(ctx context.Context, s client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	fields := lo.FieldSelector
+	lo.FieldSelector = nil
+	if err := s.List(ctx, list, lo); err != nil || fields == nil {
+		return err
+	}
+	return filterByIndexes(list, fields)
+}
+
 // filterByIndexes keeps the pods of list that the cache's indexes
 // (SetupWithManager) match with every requirement of fields.
 func filterByIndexes(list client.ObjectList, fields fields.Selector) error {
+	if leases, ok := list.(*coordinationv1.LeaseList); ok {
+		// The API server's own field of every object.
+		name, ok := fields.RequiresExactMatch("metadata.name")
+		if !ok || len(fields.Requirements()) != 1 {
+			return fmt.Errorf("fakeManager: Leases are listed by metadata.name only, not %q", fields)
+		}
+		leases.Items = slices.DeleteFunc(leases.Items, func(l coordinationv1.Lease) bool { return l.Name != name })
+		return nil
+	}
 	pods, ok := list.(*corev1.PodList)
 	if !ok {
 		return fmt.Errorf("fakeManager: no index for %T", list)
