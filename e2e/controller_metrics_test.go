@@ -23,7 +23,8 @@ import (
 // checkSecureMetrics runs one more replica as the manifests run it, with
 // /metrics over HTTPS behind the API server's authentication and
 // authorization (--metrics-secure, the default), and reads its metrics
-// as three clients would: without a token (401), with the token of an
+// as four clients would: without a token (401), with a token the API
+// server rejects (401), with the token of an
 // account that may not get /metrics (403), and with one bound to the
 // manifests' podhealth-controller-metrics-reader ClusterRole (200, the
 // podhealth metrics).
@@ -91,6 +92,9 @@ func checkSecureMetrics(ctx context.Context, t *testing.T, cp *harness.ControlPl
 	}
 	if code, body := get(""); code != http.StatusUnauthorized {
 		t.Errorf("a scrape without a token: %d %s, want 401", code, body)
+	}
+	if code, body := get("not-a-token-the-api-server-issued"); code != http.StatusUnauthorized {
+		t.Errorf("a scrape with a token the API server rejects: %d %s, want 401 (Prometheus reads a 500 as a fault of the server)", code, body)
 	}
 	if code, body := get(stranger); code != http.StatusForbidden {
 		t.Errorf("a scrape by an account without podhealth-controller-metrics-reader: %d %s, want 403", code, body)

@@ -15,10 +15,13 @@
 //	                                                 WouldForceDelete in a dry run)
 //	podhealth_held_back_total{reason}                counter: dead pods held back, one per pod and check,
 //	                                                 by health.HoldReason (HeldForFencing, HeldByBreaker, ...)
-//	podhealth_breaker_open                           gauge: 1 when the last dead pod that reached the Breaker
-//	                                                 was held back by it, 0 when it let that pod on (sent,
-//	                                                 would be sent in a dry run, or held by the budget); it
-//	                                                 keeps its value until another dead pod reaches it
+//	podhealth_breaker_open                           gauge: with Options.Breaker, 1 when that Breaker stops
+//	                                                 force deletes on some node (health.Breaker.Open, read at
+//	                                                 each scrape), else 0; without it, 1 when the last dead
+//	                                                 pod that reached a Breaker was held back by it, 0 when
+//	                                                 it let that pod on (sent, would be sent in a dry run, or
+//	                                                 held by the budget), kept until another dead pod reaches
+//	                                                 it
 //	podhealth_dead_pod_age_at_force_delete_seconds{since}
 //	                                                 histogram: how long a pod had been dead when its force
 //	                                                 delete was accepted, since its DisruptionTarget condition

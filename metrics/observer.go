@@ -26,7 +26,20 @@ type Options struct {
 	// strictly increasing (Prometheus adds +Inf itself). Nil means
 	// DefaultBuckets; NewObserver refuses an empty list and any other.
 	Buckets []float64
+	// Breaker, when its Nodes are set, is the Breaker the Checkers share:
+	// podhealth_breaker_open then reads its state at each scrape
+	// (health.Breaker.Open), so that it falls to 0 as soon as the nodes
+	// recover, with no dead pod asking. The zero Breaker means the gauge
+	// follows the last dead pod that reached a Breaker.
+	Breaker health.Breaker
+	// BreakerTimeout bounds each scrape's reading of Breaker's nodes; a
+	// reading that does not finish counts as open. Zero means 5 s; it needs
+	// Breaker.Nodes, and NewObserver refuses it without them, or negative.
+	BreakerTimeout time.Duration
 }
+
+// defaultBreakerTimeout is Options.BreakerTimeout's default.
+const defaultBreakerTimeout = 5 * time.Second
 
 // DefaultBuckets are the age histograms' default bounds: 10 ms to 30
 // minutes, so that both an immediate force delete (tens of milliseconds
@@ -40,7 +53,8 @@ type Observer struct {
 	clock        clock.PassiveClock
 	forceDeletes *prometheus.CounterVec
 	heldBack     *prometheus.CounterVec
-	breakerOpen  prometheus.Gauge
+	breakerOpen  prometheus.Gauge // nil when breakerFunc reads the Breaker's state
+	breakerFunc  prometheus.GaugeFunc
 	age          *prometheus.HistogramVec
 }
 
@@ -61,6 +75,12 @@ func NewObserver(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if err := validBuckets(buckets); err != nil {
 		return nil, fmt.Errorf("metrics: NewObserver: Options.Buckets: %w", err)
 	}
+	switch {
+	case opts.BreakerTimeout < 0:
+		return nil, fmt.Errorf("metrics: NewObserver: negative Options.BreakerTimeout %v", opts.BreakerTimeout)
+	case opts.BreakerTimeout > 0 && isNil(opts.Breaker.Nodes):
+		return nil, errors.New("metrics: NewObserver: Options.BreakerTimeout without Options.Breaker.Nodes would do nothing: the gauge then reads no nodes")
+	}
 	o := &Observer{
 		clock: opts.Clock,
 		forceDeletes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -71,10 +91,6 @@ func NewObserver(reg prometheus.Registerer, opts Options) (*Observer, error) {
 			Namespace: "podhealth", Name: "held_back_total",
 			Help: "Dead pods that podhealth checks held back, one per pod and check, by reason.",
 		}, []string{"reason"}),
-		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "podhealth", Name: "breaker_open",
-			Help: "1 when the last dead pod that reached the breaker was held back by it; 0 when the breaker let that pod on.",
-		}),
 		age: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "podhealth", Name: "dead_pod_age_at_force_delete_seconds",
 			Help:    "How long a pod had been dead when its force delete was accepted: since its DisruptionTarget condition, and since its deletion was requested.",
@@ -84,7 +100,33 @@ func NewObserver(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
 	}
-	collectors := []prometheus.Collector{o.forceDeletes, o.heldBack, o.breakerOpen, o.age}
+	var breaker prometheus.Collector
+	if isNil(opts.Breaker.Nodes) {
+		o.breakerOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "podhealth", Name: "breaker_open",
+			Help: "1 when the last dead pod that reached the breaker was held back by it; 0 when the breaker let that pod on.",
+		})
+		breaker = o.breakerOpen
+	} else {
+		timeout := opts.BreakerTimeout
+		if timeout == 0 {
+			timeout = defaultBreakerTimeout
+		}
+		b := opts.Breaker
+		o.breakerFunc = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "podhealth", Name: "breaker_open",
+			Help: "1 when the breaker stops force deletes on some node now (the cluster or a zone has too many nodes not Ready, or the nodes cannot be read); 0 when it stops none.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if b.Open(ctx) != "" {
+				return 1
+			}
+			return 0
+		})
+		breaker = o.breakerFunc
+	}
+	collectors := []prometheus.Collector{o.forceDeletes, o.heldBack, breaker, o.age}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			// Collectors left behind would stay at zero for ever, and
@@ -128,6 +170,9 @@ func (o *Observer) Observe(_ context.Context, r health.PodReport) {
 		o.forceDeletes.WithLabelValues(r.Outcome.String()).Inc()
 	case health.HeldBack:
 		o.heldBack.WithLabelValues(r.HeldBack.Reason.String()).Inc()
+	}
+	if o.breakerOpen == nil {
+		return // the gauge reads the Breaker itself
 	}
 	if open, reached := breakerState(r); reached {
 		o.breakerOpen.Set(open)

@@ -300,3 +300,29 @@ func (r refusingRegisterer) Register(c prometheus.Collector) error {
 	}
 	return r.Registerer.Register(c)
 }
+
+// With Options.Breaker, podhealth_breaker_open reads that Breaker's state
+// at each scrape: 1 through a mass failure, and 0 as soon as every node
+// recovers, though no dead pod reached the Breaker after the outage (the
+// gauge that followed pods stayed 1, and PodhealthBreakerOpen fired over
+// a healthy cluster). A pod report moves it no more.
+func TestBreakerOpenGaugeFollowsTheBreakersOwnState(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	nodes := fake.NewNodes(node("a", corev1.ConditionUnknown), node("b", corev1.ConditionUnknown), node("c", corev1.ConditionUnknown), node("d", corev1.ConditionTrue))
+	breaker := health.Breaker{Nodes: nodes}
+	obs, err := metrics.NewObserver(reg, metrics.Options{Breaker: breaker})
+	require.NoError(t, err)
+	requireGauge(t, reg, "podhealth_breaker_open", 1)
+
+	check(t, obs, []*corev1.Pod{evicted("web-1", "a")}, health.Options{Nodes: nodes, Breaker: breaker}, fake.Interceptor{})
+	requireGauge(t, reg, "podhealth_breaker_open", 1)
+	for _, n := range []string{"a", "b", "c"} {
+		nodes.Set(node(n, corev1.ConditionTrue))
+	}
+	requireGauge(t, reg, "podhealth_breaker_open", 0)
+
+	_, err = metrics.NewObserver(prometheus.NewRegistry(), metrics.Options{BreakerTimeout: time.Second})
+	require.ErrorContains(t, err, "would do nothing")
+	_, err = metrics.NewObserver(prometheus.NewRegistry(), metrics.Options{Breaker: breaker, BreakerTimeout: -time.Second})
+	require.ErrorContains(t, err, "negative")
+}

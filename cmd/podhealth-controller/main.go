@@ -17,7 +17,9 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
@@ -74,7 +75,7 @@ type Config struct {
 func metricsOptions(cfg Config) metricsserver.Options {
 	opts := metricsserver.Options{BindAddress: cfg.MetricsAddr, SecureServing: cfg.MetricsSecure}
 	if cfg.MetricsSecure {
-		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.FilterProvider = metricsAuth
 	}
 	return opts
 }
@@ -133,6 +134,41 @@ func (c outOfServiceCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstSummary(oosRemovedAge, s.Removed, s.RemovedAge.Seconds(), nil)
 }
 
+// checkShutdownTaint refuses, at the flag, a --shutdown-taint that the
+// library would refuse at start: an empty or malformed key, Kubernetes'
+// own node.kubernetes.io/ taints (set on silence or pressure, or the
+// out-of-service taint itself), a key named twice, and a wait that is not
+// positive.
+func checkShutdownTaint(key string, after time.Duration, before []health.ShutdownTaint) error {
+	switch {
+	case key == "":
+		return errors.New("KEY is empty")
+	case len(validation.IsQualifiedName(key)) > 0:
+		return fmt.Errorf("KEY %q is not a taint key: %s", key, strings.Join(validation.IsQualifiedName(key), "; "))
+	case strings.HasPrefix(key, "node.kubernetes.io/"):
+		return fmt.Errorf("KEY %q is Kubernetes' own taint: the node-lifecycle controller sets those on silence or pressure, which a running node can be, and %s already fences", key, corev1.TaintNodeOutOfService)
+	case slices.ContainsFunc(before, func(t health.ShutdownTaint) bool { return t.Key == key }):
+		return fmt.Errorf("KEY %q is named twice", key)
+	case after <= 0:
+		return fmt.Errorf("AFTER %v is not positive: a report of a shutdown may precede the power-off, and only a stated wait covers that", after)
+	}
+	return nil
+}
+
+// lateNodes lists the nodes of a NodeLister set after it was handed out;
+// before that it fails, which a Breaker reads as open.
+type lateNodes struct{ lister atomic.Pointer[health.NodeLister] }
+
+func (l *lateNodes) set(n health.NodeLister) { l.lister.Store(&n) }
+
+func (l *lateNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
+	n := l.lister.Load()
+	if n == nil {
+		return nil, errors.New("the controller's view of the nodes is not set up yet")
+	}
+	return (*n).ListNodes(ctx)
+}
+
 // fencingHolds are podhealth_fencing_held_pods and
 // podhealth_fencing_held_oldest_seconds: the dead pods that wait for fencing
 // evidence (a StatefulSet's, or one with a ReadWriteOnce claim) and how long
@@ -180,6 +216,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		d, err := time.ParseDuration(after)
 		if err != nil {
 			return fmt.Errorf("%q: AFTER: %w", v, err)
+		}
+		if err := checkShutdownTaint(key, d, c.ShutdownTaints); err != nil {
+			return fmt.Errorf("%q: %w", v, err)
 		}
 		c.ShutdownTaints = append(c.ShutdownTaints, health.ShutdownTaint{Key: key, After: d})
 		return nil
@@ -307,7 +346,14 @@ func run(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	observer, err := metrics.NewObserver(ctrlmetrics.Registry, metrics.Options{})
+	// podhealth_breaker_open reads the Breaker's own state at each scrape,
+	// over the Reconciler's view of the nodes, which exists only once the
+	// Reconciler does: the observer it needs comes first.
+	breakerNodes := &lateNodes{}
+	breaker := health.Breaker{UnhealthyShare: cfg.BreakerShare, MinUnhealthy: cfg.BreakerMin}
+	gaugeBreaker := breaker
+	gaugeBreaker.Nodes = breakerNodes
+	observer, err := metrics.NewObserver(ctrlmetrics.Registry, metrics.Options{Breaker: gaugeBreaker})
 	if err != nil {
 		return err
 	}
@@ -320,7 +366,7 @@ func run(cfg Config) error {
 		Namespaces:      namespaces,
 		WatchNamespaces: cfg.WatchNamespaces,
 		DryRun:          cfg.DryRun,
-		Breaker:         health.Breaker{UnhealthyShare: cfg.BreakerShare, MinUnhealthy: cfg.BreakerMin},
+		Breaker:         breaker,
 		BreakerRecheck:  cfg.BreakerRecheck,
 		Observer:        observer,
 		Recorder:        mgr.GetEventRecorder("podhealth-controller"),
@@ -337,6 +383,7 @@ func run(cfg Config) error {
 	if err != nil {
 		return err
 	}
+	breakerNodes.set(r.BreakerNodes())
 	collectors := fencingHolds(r.FencingHolds)
 	if cfg.ApplyOutOfService {
 		collectors = append(collectors, outOfServiceCollector{stats: r.OutOfServiceStats})

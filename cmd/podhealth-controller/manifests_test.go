@@ -134,6 +134,33 @@ func TestShutdownTaintFlagsBuildTheLibrarysOption(t *testing.T) {
 	require.Equal(t, []health.ShutdownTaint{{Key: health.TaintCloudShutdown, After: 2 * time.Second}, {Key: "fencing.example.com/off", After: time.Minute}}, cfg.ShutdownTaints)
 }
 
+// Every --shutdown-taint that the library would refuse at start is
+// refused by the flag check, before any request to the API server, and
+// the error names the flag and the value, not Options.ShutdownTaints[0].
+func TestShutdownTaintFlagRefusesWhatTheLibraryWould(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shutdown-taint=" + corev1.TaintNodeUnreachable + "=2s"}, "Kubernetes' own taint"},
+		{[]string{"--shutdown-taint=" + corev1.TaintNodeOutOfService + "=2s"}, "Kubernetes' own taint"},
+		{[]string{"--shutdown-taint=" + health.TaintCloudShutdown + "=0s"}, "not positive"},
+		{[]string{"--shutdown-taint=" + health.TaintCloudShutdown + "=-1m"}, "not positive"},
+		{[]string{"--shutdown-taint==2s"}, "KEY is empty"},
+		{[]string{"--shutdown-taint=not a key=2s"}, "is not a taint key"},
+		{[]string{"--shutdown-taint=" + health.TaintCloudShutdown + "=2s", "--shutdown-taint=" + health.TaintCloudShutdown + "=1m"}, "named twice"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			fs := flag.NewFlagSet("podhealth-controller", flag.ContinueOnError)
+			fs.SetOutput(new(strings.Builder))
+			_, err := parseFlags(fs, tt.args)
+			require.ErrorContains(t, err, tt.want)
+			require.ErrorContains(t, err, "-shutdown-taint", "the error names the flag")
+			require.NotContains(t, err.Error(), "Options.")
+		})
+	}
+}
+
 func TestAnEmptyNamespaceSelectorIsRefused(t *testing.T) {
 	err := run(Config{Namespaces: ""})
 	require.ErrorContains(t, err, "namespace-selector")

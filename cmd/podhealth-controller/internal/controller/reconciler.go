@@ -345,6 +345,19 @@ func (r *Reconciler) FencingHolds() (pods int, oldest time.Duration) {
 	return pods, oldest
 }
 
+// BreakerNodes is the Breaker's view of the nodes (the cached nodes, a node
+// whose Lease is stale counted not Ready), for a gauge of the Breaker's
+// state (metrics.Options.Breaker) that reads it as the checks do. It is
+// safe for concurrent use.
+func (r *Reconciler) BreakerNodes() health.NodeLister { return breakerView{r} }
+
+type breakerView struct{ r *Reconciler }
+
+// ListNodes reads r.breaker when called: SetupWithManager completes it.
+func (v breakerView) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
+	return v.r.breaker.ListNodes(ctx)
+}
+
 // breakerHeldGroups returns the groups whose last check the Breaker held
 // back, in no order.
 func (r *Reconciler) breakerHeldGroups() []reconcile.Request {

@@ -48,8 +48,9 @@ func nodeIndex(obj client.Object) []string {
 
 // SetupWithManager registers the cache's pod indexes and the controller,
 // judging up to workers groups at once: pod events enqueue their group
-// (podMayBeDead, and the deletion of a pod held for fencing), node events the groups on that node (nodeChanged), and a
-// namespace that opts in all of its groups. Every event that can change
+// (podMayBeDead, and the deletion of a pod held for fencing), node events
+// the groups on that node (nodeChanged), and a namespace that opts in or
+// out all of its groups. Every event that can change
 // the Breaker's count (a node's state or deletion, a stale node Lease
 // renewed) also enqueues the groups that the Breaker held back, so that
 // they are judged again as soon as it may let them go; Reconcile's
@@ -168,12 +169,15 @@ func nodeChangedFor(shutdownTaints []health.ShutdownTaint) predicate.Funcs {
 }
 
 // namespaceOptedIn lets through a namespace that matches the selector when
-// it is created or when it did not before.
+// it is created, and one that starts or stops matching it: a namespace that
+// opts out brings its groups back too, so that their checks forget what
+// they held (podhealth_fencing_held_pods and its alert must not name a
+// namespace the controller no longer acts in).
 func (r *Reconciler) namespaceOptedIn() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool { return r.namespaces.Matches(labels.Set(e.Object.GetLabels())) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return !r.namespaces.Matches(labels.Set(e.ObjectOld.GetLabels())) && r.namespaces.Matches(labels.Set(e.ObjectNew.GetLabels()))
+			return r.namespaces.Matches(labels.Set(e.ObjectOld.GetLabels())) != r.namespaces.Matches(labels.Set(e.ObjectNew.GetLabels()))
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
@@ -208,4 +209,40 @@ func reqFor(pod *corev1.Pod) ctrl.Request { return ctrl.Request{NamespacedName: 
 
 func reqNode(name string) ctrl.Request {
 	return ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}
+}
+
+// A namespace that opts out brings its groups back (the label's removal
+// is an event the controller watches), so that their next check forgets
+// the pods they held for fencing: podhealth_fencing_held_pods and
+// PodhealthPodsWaitForFencing no longer name a namespace the controller
+// does not act in. A change of another label brings nothing.
+func TestANamespaceThatOptsOutBringsItsGroupsBackAndTheirHoldsGo(t *testing.T) {
+	queue := evicted("tools", "mq-0", "lost", "StatefulSet", "mq")
+	m := newFakeManager(t, namespace("tools", true), node("lost", corev1.ConditionUnknown, unreachable), queue)
+	r, err := New(m, Options{})
+	require.NoError(t, err)
+	reconcileAll(t, r, queue)
+	pods, _ := r.FencingHolds()
+	require.Equal(t, 1, pods)
+
+	in, out := namespace("tools", true), namespace("tools", false)
+	relabelled := namespace("tools", true)
+	relabelled.Labels["team"] = "queues"
+	pred := r.namespaceOptedIn()
+	require.True(t, pred.Update(event.UpdateEvent{ObjectOld: in, ObjectNew: out}), "opting out is an event")
+	require.True(t, pred.Update(event.UpdateEvent{ObjectOld: out, ObjectNew: in}), "opting in is one")
+	require.False(t, pred.Update(event.UpdateEvent{ObjectOld: in, ObjectNew: relabelled}))
+
+	var tools corev1.Namespace
+	require.NoError(t, m.client.Get(context.Background(), client.ObjectKey{Name: "tools"}, &tools))
+	tools.Labels = nil
+	require.NoError(t, m.client.Update(context.Background(), &tools))
+	requests := r.groupsInNamespace(context.Background(), &tools)
+	require.Equal(t, []ctrl.Request{reqFor(queue)}, requests)
+	for _, req := range requests {
+		_, err := r.Reconcile(context.Background(), req)
+		require.NoError(t, err)
+	}
+	pods, _ = r.FencingHolds()
+	require.Zero(t, pods)
 }
