@@ -22,8 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -82,9 +85,10 @@ func run(ctx context.Context, client kubernetes.Interface, ns, app string, newPo
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 30*time.Second, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector.String() }))
 	pods := factory.Core().V1().Pods()
-	// The informer's cache as the source, a scoped deleter, and nodes read
-	// live for the pods that are terminating.
-	checker, err := kube.NewChecker(client, pods.Lister(), ns, selector, kube.CheckerOptions{Health: opts})
+	// Events; for metrics, opts.Observer is the metrics module's Observer.
+	recorder, stopEvents := eventRecorder(client, ns, app)
+	defer stopEvents()
+	checker, err := kube.NewChecker(client, pods.Lister(), ns, selector, kube.CheckerOptions{Health: opts, Recorder: recorder})
 	if err != nil {
 		return err
 	}
@@ -128,7 +132,7 @@ func run(ctx context.Context, client kubernetes.Interface, ns, app string, newPo
 				tracker.Created(key, pod)
 			}
 		}
-		if report.RetryAfter > 0 { // the delete budget held a dead pod back
+		if report.RetryAfter > 0 { // a verdict that changes with time: a deadline, a wait, the budget's window
 			queue.AddAfter(key, report.RetryAfter)
 		}
 		queue.Done(key)
@@ -136,3 +140,11 @@ func run(ctx context.Context, client kubernetes.Interface, ns, app string, newPo
 }
 
 // readme:end clientgo
+
+// eventRecorder returns a core/v1 event recorder that writes to ns, and
+// the function that stops it.
+func eventRecorder(client kubernetes.Interface, ns, app string) (record.EventRecorder, func()) {
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events(ns)})
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: app + "-operator"}), broadcaster.Shutdown
+}

@@ -31,7 +31,7 @@ func Example() {
 
 	source := registry.CatalogSource{Name: "operatorhubio", Namespace: "olm", Image: "quay.io/operatorhubio/catalog:latest"}
 	reconcile := func() error {
-		r, err := registry.NewReconciler(client, lister, memory, created, klog.Background(), nil) // nil: no node evidence
+		r, err := registry.NewReconciler(client, lister, memory, created, klog.Background(), nil) // nil: nodes read live
 		if err != nil {
 			return err
 		}

@@ -151,9 +151,10 @@ type Reconciler struct {
 //
 // memory and created are required, and must be the same for every
 // Reconciler of the operator: create them once with health.NewMemory and
-// replacements.New. nodes, typically a
-// kube.NodeSource, gives node evidence; nil means none (a taint-evicted pod
-// is then dead only once its deletionTimestamp has passed).
+// replacements.New. nodes, typically a kube.NodeSource, gives node
+// evidence from a cache; nil means the node of a pod that is terminating
+// is read live through client (one GET per node and check), which still
+// lets a lost node's pod go at once.
 func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, memory *health.Memory, created *replacements.Tracker, log logr.Logger, nodes health.NodeGetter) (*Reconciler, error) {
 	if client == nil {
 		return nil, errors.New("registry: NewReconciler: nil clientset")
@@ -187,9 +188,10 @@ func (r *Reconciler) checker(source CatalogSource) (*health.Checker, error) {
 			// seen the delete, would send another DELETE per call until
 			// the cache catches up.
 			Memory: r.memory,
-			Nodes:  r.nodes,
+			// nil: NewChecker reads a dead pod's node live, one GET per
+			// node and check, so a lost node's pod goes at once.
+			Nodes: r.nodes,
 		},
-		NoNodeEvidence: r.nodes == nil, // nil: no node evidence
 	})
 }
 

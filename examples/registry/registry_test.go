@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
@@ -456,4 +457,32 @@ func TestInvalidCatalogSourceIsRefusedWithoutARequest(t *testing.T) {
 		require.ErrorContains(t, w.reconciler(t).EnsureRegistryServer(context.Background(), source), "invalid catalog source", "%+v", source)
 	}
 	require.Empty(t, w.podRequests(0))
+}
+
+// Without a node cache (nodes nil), the Reconciler still reads a dead
+// pod's node live through its clientset, as kube.NewChecker wires it: the
+// taint-evicted pod of a lost node is force-deleted on the first check,
+// long before its deletionTimestamp, and one pod is created.
+func TestWithoutANodeCacheALostNodesPodGoesAtOnceOnALiveRead(t *testing.T) {
+	evicted := registryPod(t, testutil.PodTaintEvicted, catalog)
+	// A deadline an hour off: only node evidence makes the pod dead now.
+	evicted.DeletionTimestamp = &metav1.Time{Time: time.Now().Add(time.Hour)}
+	w := newWorld(t, []*corev1.Pod{evicted})
+	require.NoError(t, w.client.Tracker().Add(testutil.LoadNode(t, testutil.NodeLost)))
+	r, err := registry.NewReconciler(w.client, w.lister, w.memory, w.created, logr.Discard(), nil)
+	require.NoError(t, err)
+
+	healthy, err := r.CheckRegistryServer(context.Background(), catalog)
+	require.NoError(t, err)
+	require.False(t, healthy)
+	deletes := w.deletes(0)
+	require.Len(t, deletes, 1, "the live read of the lost node let the pod go")
+	requireForceDelete(t, evicted, deletes[0])
+	var nodeGets int
+	for _, a := range w.client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+			nodeGets++
+		}
+	}
+	require.Equal(t, 1, nodeGets, "one GET of the node")
 }
