@@ -59,6 +59,9 @@ func run(ctx context.Context, out io.Writer) error {
 	if err := s.disrupt(ctx, "registry-1", "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint"); err != nil {
 		return err
 	}
+	if err := s.withoutPodhealth(ctx); err != nil {
+		return err
+	}
 	if err := s.check(ctx); err != nil {
 		return err
 	}
@@ -95,7 +98,28 @@ func run(ctx context.Context, out io.Writer) error {
 			fmt.Fprintf(out, "\nforce delete sent: %s/%s uid=%s grace=0\n", d.Namespace, d.Name, d.UID)
 		}
 	}
-	fmt.Fprintf(out, "force deletes: %d, graceful deletes: %d\n", forced, len(deletes)-forced)
+	// The graceful deletes are Kubernetes' own, which disrupt stands for:
+	// the taint-eviction controller's of registry-1 and the drain's of
+	// registry-2. podhealth sent only the force delete.
+	fmt.Fprintf(out, "force deletes: %d (podhealth's), graceful deletes: %d (Kubernetes': the taint eviction's and the drain's)\n", forced, len(deletes)-forced)
+	return nil
+}
+
+// withoutPodhealth prints what an operator that counts every listed pod
+// as present sees: the wedge.
+func (s *story) withoutPodhealth(ctx context.Context) error {
+	pods, err := s.cluster.ListPods(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		state := "Running"
+		if p.DeletionTimestamp != nil {
+			state = "Terminating, for ever"
+		}
+		fmt.Fprintf(s.out, "   without podhealth: %s on %s is listed (%s); the operator counts it as present and creates nothing: the workload stays down\n", p.Name, p.Spec.NodeName, state)
+	}
+	fmt.Fprintln(s.out, "   with podhealth:")
 	return nil
 }
 

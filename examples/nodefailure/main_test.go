@@ -17,6 +17,8 @@ func Example() {
 	//    => healthy=true
 	//
 	// 2. node-a stops heartbeating. The taint-eviction controller marks the pod and deletes it gracefully; no kubelet will ever confirm.
+	//    without podhealth: registry-1 on node-a is listed (Terminating, for ever); the operator counts it as present and creates nothing: the workload stays down
+	//    with podhealth:
 	//    registry-1  node-a  Dead (TaintEvicted)  ForceDeleted
 	//    => healthy=false
 	//
@@ -34,5 +36,5 @@ func Example() {
 	//    => healthy=true
 	//
 	// force delete sent: registry/registry-1 uid=uid-registry-1 grace=0
-	// force deletes: 1, graceful deletes: 2
+	// force deletes: 1 (podhealth's), graceful deletes: 2 (Kubernetes': the taint eviction's and the drain's)
 }

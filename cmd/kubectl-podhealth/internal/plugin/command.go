@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/podhealth/podhealth/internal/version"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
@@ -97,6 +100,7 @@ type options struct {
 	forceDelete   bool
 	yes           bool
 	maxDeletes    int
+	verbosity     int // -v, --v: kubectl's log level (6 logs each request)
 
 	streams IOStreams
 	env     Env
@@ -160,6 +164,9 @@ func (o *options) command(ctx context.Context) *cobra.Command {
 	cmd.Flags().BoolVar(&o.forceDelete, "force-delete", false, "Force-delete the dead pods that the policy lets go, after confirmation.")
 	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "With --force-delete: do not ask for confirmation.")
 	cmd.Flags().IntVar(&o.maxDeletes, "max-deletes", DefaultMaxDeletes, "With --force-delete: the most pods deleted in one run; the rest are held back.")
+	// kubectl's -v, before cobra takes -v for --version (it does when the
+	// shorthand is free).
+	cmd.Flags().IntVarP(&o.verbosity, "v", "v", 0, "Number for the log level verbosity, as kubectl's -v (6 logs each request to the API server).")
 	return cmd
 }
 
@@ -203,6 +210,9 @@ func (o *options) kubeconfigLoader() (clientcmd.ClientConfig, error) {
 
 // run is the whole command; o.exit is set when it returns nil.
 func (o *options) run(ctx context.Context) error {
+	if err := setVerbosity(o.verbosity); err != nil {
+		return err
+	}
 	switch o.output {
 	case "", "wide", "json", "yaml":
 	default:
@@ -460,4 +470,15 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// setVerbosity sets klog's level, which client-go logs its requests at,
+// as kubectl's -v does.
+func setVerbosity(level int) error {
+	if level < 0 {
+		return fmt.Errorf("-v must be 0 or more, not %d", level)
+	}
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	return fs.Set("v", strconv.Itoa(level))
 }

@@ -52,3 +52,18 @@ func TestTheClusterFlagsReachTheRESTConfig(t *testing.T) {
 	require.Equal(t, "7s", got.Timeout.String())
 	require.Contains(t, stderr.String(), "in namespace other", "-n picks the namespace")
 }
+
+// -v is kubectl's verbosity, as in kubectl: `kubectl podhealth -v=6` lists
+// and logs its requests; it is not taken for --version, which has no
+// shorthand.
+func TestDashVIsKubectlsVerbosityNotVersion(t *testing.T) {
+	o := &options{}
+	flags := o.command(context.Background()).Flags()
+	v := flags.ShorthandLookup("v")
+	require.NotNil(t, v)
+	require.Equal(t, "v", v.Name)
+	require.NoError(t, flags.Parse([]string{"-v=6"}))
+	require.Equal(t, 6, o.verbosity)
+	require.Error(t, setVerbosity(-1))
+	require.NoError(t, setVerbosity(0))
+}

@@ -308,3 +308,14 @@ func TestVersionPrintsTheBuildAndSendsNothing(t *testing.T) {
 	require.True(t, strings.HasPrefix(res.stdout, "kubectl-podhealth "), res.stdout)
 	require.Empty(t, client.Actions(), "no request")
 }
+
+// TestDashVRunsTheScanNotVersion: `kubectl podhealth -v=6` scans as
+// without it (it lists the pods), where it used to print the version.
+func TestDashVRunsTheScanNotVersion(t *testing.T) {
+	client := newClient(t, namespace("default"))
+	res := run(t, client, runOptions{}, "-v=6")
+	defer func() { require.NoError(t, setVerbosity(0)) }()
+	require.Equal(t, ExitNothingToDo, res.code, res.stderr)
+	require.False(t, strings.HasPrefix(res.stdout, "kubectl-podhealth "), res.stdout)
+	require.NotEmpty(t, client.Actions(), "it listed")
+}
