@@ -164,12 +164,12 @@ func FuzzShutdownTaints(f *testing.F) {
 	// Each input decodes, a byte a choice, in genShutdownInput's order;
 	// a missing byte is choice 0.
 	f.Add([]byte{})
-	f.Add([]byte{0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 30})      // cloud's taint, 30 s, seen for 30 s: deleted
-	f.Add([]byte{0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 30})      // the same on kubevirt: held
-	f.Add([]byte{2, 9, 19, 0, 0, 2, 0, 0, 0, 1, 1, 1, 0, 175, 10}) // both named, the fencer's carried, failed 5 s before the first check: 10 s to go
-	f.Add([]byte{0, 29, 0, 3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 60})   // Ready at the first check: the wait starts at the second
-	f.Add([]byte{1, 59, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 125})        // the clock set back 5 s
-	f.Add([]byte{0, 29, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 30})      // Ready=False, which a running kubelet posts (a boot): held
+	f.Add([]byte{0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 30})        // cloud's taint, 30 s, seen for 30 s: deleted
+	f.Add([]byte{0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 30})        // the same on kubevirt: held
+	f.Add([]byte{2, 9, 19, 0, 0, 2, 0, 0, 0, 1, 1, 1, 0, 175, 10})   // both named, the fencer's carried, failed 5 s before the first check: 10 s to go
+	f.Add([]byte{0, 29, 0, 3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 60})     // Ready at the first check: the wait starts at the second
+	f.Add([]byte{1, 59, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 125})          // the clock set back 5 s
+	f.Add([]byte{0, 29, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 30})        // Ready=False, which a running kubelet posts (a boot): held
 	f.Add([]byte{0, 29, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 30, 2, 20}) // back and failed again unseen, 20 s after the first check: the whole 30 s from the second
 	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, data []byte) {

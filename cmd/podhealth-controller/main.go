@@ -157,7 +157,9 @@ func checkShutdownTaint(key string, after time.Duration, before []health.Shutdow
 
 // lateNodes lists the nodes of a NodeLister set after it was handed out;
 // before that it fails, which a Breaker reads as open.
-type lateNodes struct{ lister atomic.Pointer[health.NodeLister] }
+type lateNodes struct {
+	lister atomic.Pointer[health.NodeLister]
+}
 
 func (l *lateNodes) set(n health.NodeLister) { l.lister.Store(&n) }
 

@@ -71,7 +71,9 @@ func TestSecureMetricsAnswer401ForARejectedToken(t *testing.T) {
 			errorsLogged.Add(1)
 		}
 	}, funcr.Options{})
-	handler, err := filter(logger, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("podhealth_memory_shed_total 0\n")) }))
+	handler, err := filter(logger, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("podhealth_memory_shed_total 0\n"))
+	}))
 	require.NoError(t, err)
 	scrape := func(token string) int {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)

@@ -54,7 +54,6 @@ func withTransition(n *corev1.Node, at time.Time) *corev1.Node {
 	return n
 }
 
-
 // The wait is judged on the live node about to be written: a node that
 // came back and failed again, which the cache has not shown yet, has a new
 // Ready transition there, and is not tainted on the cache's old one. Once
