@@ -192,9 +192,10 @@ func (e *soakEnv) taintOnSilence(ctx context.Context) {
 //
 //  5. no ReadWriteOnce volume is attached to a node while a container
 //     that mounts it runs on another (detached from under it or not);
-//  6. no node whose containers run ever gets the out-of-service taint from
-//     podhealth: none runs there when the taint comes, none starts while
-//     it stays;
+//  6. no node whose containers or kubelet run ever gets the out-of-service
+//     taint from podhealth: none runs there when the taint comes (nor is
+//     the node connected: a booting node runs, though no container has
+//     started yet), none starts while it stays;
 //  7. every out-of-service taint podhealth applied is removed within
 //     soakTaintRemovalBound of its node coming back.
 func soakCheckCloud(h soakHistory) []soakViolation {
@@ -258,6 +259,19 @@ func soakCheckCloud(h soakHistory) []soakViolation {
 			out = append(out, soakViolation{Invariant: 6,
 				What:    fmt.Sprintf("podhealth tainted %s out-of-service at %.3fs while %s/%s ran there", s.Node, s.From.Sub(t0).Seconds(), running[0].Namespace, running[0].Pod),
 				History: soakSliceOf(h.Containers, t0, running[0].At, s.From, s.Node)})
+		}
+		connected := true // a node is connected until it is disconnected
+		for _, e := range h.Containers {
+			if e.At.After(s.From) {
+				break
+			}
+			if e.Node == s.Node && (e.Kind == harness.NodeConnected || e.Kind == harness.NodeDisconnected) {
+				connected = e.Kind == harness.NodeConnected
+			}
+		}
+		if connected {
+			out = append(out, soakViolation{Invariant: 6,
+				What: fmt.Sprintf("podhealth tainted %s out-of-service at %.3fs while its kubelet ran (connected, or booting)", s.Node, s.From.Sub(t0).Seconds())})
 		}
 		for _, e := range h.Containers {
 			if e.Kind == harness.ContainerStarted && e.Node == s.Node && e.At.After(s.From) && (s.Until.IsZero() || e.At.Before(s.Until)) {
@@ -470,6 +484,9 @@ func TestSoakCheckCloudFindsEachBrokenInvariant(t *testing.T) {
 		{"podhealth's taint on a node whose container runs", func(h *soakHistory) {
 			h.Taints = slices.Clone(h.Taints)
 			h.Taints[1].From = at(3)
+		}, 6},
+		{"podhealth's taint on a booting node: its kubelet is back, no container has started", func(h *soakHistory) {
+			h.Containers = slices.Insert(slices.Clone(h.Containers), 3, harness.ContainerEvent{At: at(13), Kind: harness.NodeConnected, Node: "node-a", Why: "cloud shutdown, then a restart ended (booting)"})
 		}, 6},
 		{"a container started under podhealth's taint", func(h *soakHistory) {
 			h.Containers = append(slices.Clone(h.Containers), harness.ContainerEvent{At: at(30.5), Kind: harness.ContainerStarted, Node: "node-a", Namespace: ns, Pod: "cache-1", UID: "u3"})

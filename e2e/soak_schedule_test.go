@@ -64,6 +64,9 @@ type soakFault struct {
 	// hits; Lag is the watch delay of an informer lag.
 	Target string
 	Lag    time.Duration
+	// Boot, for a restart, is how long the node boots (Ready=False, its
+	// Lease renewed, no container started) before it is Ready.
+	Boot time.Duration
 	// CloudAfter is how long after a cloud shutdown's power-off the cloud
 	// reports the instance shut down.
 	CloudAfter time.Duration
@@ -89,6 +92,9 @@ func (f soakFault) String() string {
 	}
 	if f.Kind == faultCloudShutdown || f.Kind == faultShutdownRestart {
 		fmt.Fprintf(&b, ", reported shut down after %.1fs", f.CloudAfter.Seconds())
+	}
+	if f.Boot > 0 {
+		fmt.Fprintf(&b, ", booting for %.1fs", f.Boot.Seconds())
 	}
 	if f.Replacement != "" {
 		fmt.Fprintf(&b, ", replaced by %s", f.Replacement)
@@ -166,6 +172,9 @@ func soakSchedule(seed int64, opts soakScheduleOptions) []soakFault {
 			// period, the cloud's next look, the shutdown taint's wait.
 			f.CloudAfter = between(0, 2*time.Second)
 			f.For = between(8*time.Second, 14*time.Second)
+			// It boots: its kubelet renews the Lease and posts
+			// Ready=False, under the cloud's taint, for this long.
+			f.Boot = between(3*time.Second, 8*time.Second)
 		case faultPowerOff:
 			f.For = between(12*time.Second, 30*time.Second)
 			switch rng.Intn(3) {

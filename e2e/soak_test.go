@@ -791,7 +791,11 @@ func (e *soakEnv) endNodeFault(ctx context.Context, i int, f soakFault) {
 	if e.cloud != nil {
 		e.cloud.setOff(f.Node, false) // the instance runs again
 	}
-	e.kubelet(f.Node).Connect(fmt.Sprintf("%s ended", f.Kind))
+	if f.Boot > 0 {
+		e.kubelet(f.Node).Boot(fmt.Sprintf("%s ended", f.Kind), f.Boot)
+	} else {
+		e.kubelet(f.Node).Connect(fmt.Sprintf("%s ended", f.Kind))
+	}
 	e.ended(i, time.Now())
 	e.mu.Lock()
 	fenced := e.fenced[f.Node]

@@ -196,6 +196,35 @@ func (k *Kubelet) Connect(why string) {
 	go k.loop(ctx, k.done)
 }
 
+// Boot ends a power off as a machine that starts again does: the node's
+// Lease is renewed at once and its Ready is False for notReadyFor (see
+// [Node.Boot]); the kubelet starts no container before then (the
+// container runtime's network is not ready), and syncs as Connect's after.
+// The NodeConnected event is logged at once: a booting node runs. Booting a
+// connected kubelet does nothing.
+func (k *Kubelet) Boot(why string, notReadyFor time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.connected {
+		return
+	}
+	k.connected = true
+	k.inUseReported = false
+	k.log.add(ContainerEvent{Kind: NodeConnected, Node: k.node.Name(), Why: why + " (booting)"})
+	k.node.Boot(notReadyFor)
+	ctx, cancel := context.WithCancel(context.Background())
+	k.cancel, k.done = cancel, make(chan struct{})
+	go func(done chan struct{}) {
+		select {
+		case <-ctx.Done():
+			close(done)
+			return
+		case <-time.After(notReadyFor):
+		}
+		k.loop(ctx, done)
+	}(k.done)
+}
+
 func (k *Kubelet) disconnect(why string) {
 	k.stopLoop()
 	k.node.Fail()

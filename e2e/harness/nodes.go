@@ -30,8 +30,11 @@ type Node struct {
 	cancel     context.CancelFunc // stops the heartbeat loop; nil when stopped
 	done       chan struct{}      // closed when the loop has returned
 	readySince time.Time          // lastTransitionTime of the Ready condition we post
-	lastBeat   time.Time          // time of the last fully successful heartbeat
-	lastErr    error              // error of the last heartbeat, nil if it succeeded
+	// bootingUntil, when not zero, is when a booting node (Boot) posts
+	// Ready=True; before it, Ready=False since readySince.
+	bootingUntil time.Time
+	lastBeat     time.Time // time of the last fully successful heartbeat
+	lastErr      error     // error of the last heartbeat, nil if it succeeded
 }
 
 // AddNode creates a Ready node named name with a Lease, and starts renewing
@@ -116,6 +119,23 @@ func (n *Node) Recover() {
 	n.startLoopLocked()
 }
 
+// Boot restarts the heartbeat of a failed node as a machine that boots
+// again does: its kubelet renews the node's Lease at once, and for
+// notReadyFor posts Ready=False (reason KubeletNotReady, "container runtime
+// network not ready", the first seconds of every boot), with a new
+// lastTransitionTime; then Ready=True, with another. Booting a healthy
+// node does nothing.
+func (n *Node) Boot(notReadyFor time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cancel != nil {
+		return
+	}
+	now := time.Now()
+	n.readySince, n.bootingUntil = now, now.Add(notReadyFor)
+	n.startLoopLocked()
+}
+
 // LastHeartbeat returns when the last heartbeat that reached the API server
 // was sent.
 func (n *Node) LastHeartbeat() time.Time {
@@ -170,6 +190,19 @@ func (n *Node) beat(ctx context.Context) {
 }
 
 func (n *Node) readyCondition(now time.Time) corev1.NodeCondition {
+	if !n.bootingUntil.IsZero() {
+		if now.Before(n.bootingUntil) {
+			return corev1.NodeCondition{
+				Type:               corev1.NodeReady,
+				Status:             corev1.ConditionFalse,
+				Reason:             "KubeletNotReady",
+				Message:            "container runtime network not ready: NetworkReady=false (booting, in the e2e harness)",
+				LastHeartbeatTime:  metav1.NewTime(now),
+				LastTransitionTime: metav1.NewTime(n.readySince),
+			}
+		}
+		n.readySince, n.bootingUntil = n.bootingUntil, time.Time{} // booted: Ready since then
+	}
 	return corev1.NodeCondition{
 		Type:               corev1.NodeReady,
 		Status:             corev1.ConditionTrue,
