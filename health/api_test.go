@@ -39,8 +39,17 @@ import (
 // the wait on the live node it writes exactly as a check measures it, and
 // a gauge of the Breaker must read its state, not the last pod's report.
 // ErrClaimUnavailable to 153: a claim read that failed must be an error a
-// caller can tell from a refused delete, not a silent hold.
-const maxExported = 153
+// caller can tell from a refused delete, not a silent hold. The Fencer
+// contract raised it to 185: the evidence that a pod's containers cannot
+// run was closed to the node; opening it takes the interface (Fencer,
+// Name, Fence), its question (FenceQuery and its six fields), its answer
+// (Fence and its five fields; Proof, its three values and String), the
+// record a fencer measures a wait on (Sightings, FirstSeen, Forget), its
+// failure (ErrFenceUnavailable; FenceError, its three fields, Error and
+// Unwrap) and Options.Fencers. The fencers themselves live in package
+// fencing. AnnotationWriters to 186: an access mode says what the storage
+// allows, and only the workload can say how many writers it tolerates.
+const maxExported = 186
 
 func TestPublicAPIStaysSmall(t *testing.T) {
 	names := exportedIdentifiers(t, ".")

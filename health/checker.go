@@ -57,10 +57,12 @@ type Checker struct {
 	nodes     NodeGetter
 	liveNodes NodeGetter
 	policy    policy
-	budget    *DeleteBudget
-	breaker   Breaker
-	memory    *Memory
-	observer  Observer
+	// fencers are the built-in fencers, then Options.Fencers.
+	fencers  []Fencer
+	budget   *DeleteBudget
+	breaker  Breaker
+	memory   *Memory
+	observer Observer
 	// replaceUnreachable and unreachableFor are Options.ReplaceUnreachable
 	// and Options.UnreachableFor (see unreachable.go).
 	replaceUnreachable bool

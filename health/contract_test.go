@@ -60,6 +60,7 @@ func TestClaimWhoseAccessModesCannotBeReadNeedsFencing(t *testing.T) {
 			lost := newNode("node-lost", markedUnreachable)
 
 			evicted := taintEvicted("evicted")
+			ownedByReplicaSet(evicted)
 			tt.volume(evicted)
 			pods := fake.New(fake.Options{}, evicted)
 			checker := newChecker(t, pods, health.Options{Nodes: fake.NewNodes(lost), Claims: claims})
@@ -76,6 +77,7 @@ func TestClaimWhoseAccessModesCannotBeReadNeedsFencing(t *testing.T) {
 			}
 
 			running := newPod("running", onNode("node-lost"))
+			ownedByReplicaSet(running)
 			tt.volume(running)
 			pods = fake.New(fake.Options{}, running)
 			checker = newChecker(t, pods, health.Options{Nodes: fake.NewNodes(lost), Claims: claims, ReplaceUnreachable: true})

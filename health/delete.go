@@ -128,13 +128,13 @@ func (k *check) holdBack(pod *corev1.Pod, v Verdict) (Hold, error) {
 	}
 	if !v.Fenced {
 		if why, err := k.policy.needsFencing(k.ctx, pod); why != "" {
-			ok, waiting := fenced(pod, k.getEvidence())
+			proved, waiting, fenceErr := k.fence(pod, v)
 			switch {
-			case ok:
+			case proved:
 			case waiting != "":
-				return Hold{Reason: HeldForFencing, Detail: why + "; " + waiting}, err
+				return Hold{Reason: HeldForFencing, Detail: why + "; " + waiting}, errors.Join(err, fenceErr)
 			default:
-				return Hold{Reason: HeldForFencing, Detail: why}, err
+				return Hold{Reason: HeldForFencing, Detail: why}, errors.Join(err, fenceErr)
 			}
 		}
 	}

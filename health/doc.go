@@ -83,14 +83,17 @@
 //   - it is malformed: two of its conditions share a type, which the API
 //     server never serves (HeldMalformed);
 //   - it has no name or no UID (HeldUnidentified);
-//   - Options.Fencing says it needs fencing evidence (by default: owned by a
-//     StatefulSet, mounting a ReadWriteOnce or ReadWriteOncePod claim, or
-//     mounting an inline volume that one node writes at a time; see
-//     FenceStateful)
-//     and neither its verdict nor its node shows that its containers cannot
-//     run: the node is NodeGone or NodeOutOfService, or, when named in
-//     Options.ShutdownTaints, it is not Ready and has carried such a
-//     taint (the cloud's TaintCloudShutdown, say) for its After
+//   - Options.Fencing says it needs fencing evidence (by default: its
+//     AnnotationWriters says "single"; or it is owned by a StatefulSet,
+//     mounts a ReadWriteOnce or ReadWriteOncePod claim or an inline volume
+//     that one node writes at a time, or, when no ReplicaSet, Job or
+//     DaemonSet controls it, mounts any claim or shared file system; see
+//     FenceStateful) and neither its verdict nor any Fencer proves that its
+//     containers cannot run: the built-in ones read the node (NodeGone or
+//     NodeOutOfService, or, when named in Options.ShutdownTaints, not Ready
+//     under such a taint, the cloud's TaintCloudShutdown say, for its
+//     After) and the kubelet's terminal phase; Options.Fencers add the
+//     proof that the workload, its storage or a fencing tool holds
 //     (HeldForFencing);
 //   - the Breaker is open: an unusual share of the nodes of the cluster or of
 //     the pod's zone is not Ready, which points to a control-plane or

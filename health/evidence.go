@@ -64,6 +64,9 @@ type evidence struct {
 	wake time.Duration
 	// shutdownTaints are Options.ShutdownTaints (see shutdown.go).
 	shutdownTaints []ShutdownTaint
+	// asking is the name of the fencer being asked, whose keys Sightings
+	// keeps apart.
+	asking string
 }
 
 // nodeReason is a verdict's reason about a node, before it is spelled out.

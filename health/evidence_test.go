@@ -50,6 +50,13 @@ func ownedByStatefulSet(p *corev1.Pod) {
 	p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts-uid"})
 }
 
+// ownedByReplicaSet makes a ReplicaSet the pod's controller: a copy among
+// interchangeable copies.
+func ownedByReplicaSet(p *corev1.Pod) {
+	controller := true
+	p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d4b9", UID: "rs-uid", Controller: &controller})
+}
+
 func claimVolume(claim string) podOption {
 	return func(p *corev1.Pod) {
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
@@ -218,12 +225,12 @@ func TestPolicyForEachKindOfPod(t *testing.T) {
 		{name: "StatefulSet pod on an unreachable node is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet), node: lost, wantWhy: "StatefulSet db"},
 		{name: "StatefulSet pod on an out-of-service node goes", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet), node: fencedNode, wantDelete: true},
 		{name: "StatefulSet pod terminated by the kubelet goes: its containers stopped", pod: newPod("p", phase(corev1.PodFailed), disruption("TerminationByKubelet"), ownedByStatefulSet), node: lost, wantDelete: true},
-		{name: "ReadWriteOnce claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwo")), node: lost, policy: health.Options{Claims: claims}, wantWhy: "single-writer claim rwo"},
-		{name: "ReadWriteOncePod claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwop")), node: lost, policy: health.Options{Claims: claims}, wantWhy: "single-writer claim rwop"},
-		{name: "ReadWriteMany claim goes", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwx")), node: lost, policy: health.Options{Claims: claims}, wantDelete: true},
-		{name: "claim whose modes are unknown is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwx")), node: lost, wantWhy: "access modes are unknown"},
-		{name: "claim that cannot be read is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("missing")), node: lost, policy: health.Options{Claims: claims}, wantWhy: "could not be read"},
-		{name: "single-writer ephemeral claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ephemeralRWO), node: lost, wantWhy: "ephemeral claim"},
+		{name: "ReadWriteOnce claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwo"), ownedByReplicaSet), node: lost, policy: health.Options{Claims: claims}, wantWhy: "single-writer claim rwo"},
+		{name: "ReadWriteOncePod claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwop"), ownedByReplicaSet), node: lost, policy: health.Options{Claims: claims}, wantWhy: "single-writer claim rwop"},
+		{name: "ReadWriteMany claim goes", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwx"), ownedByReplicaSet), node: lost, policy: health.Options{Claims: claims}, wantDelete: true},
+		{name: "claim whose modes are unknown is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("rwx"), ownedByReplicaSet), node: lost, wantWhy: "access modes are unknown"},
+		{name: "claim that cannot be read is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), claimVolume("missing"), ownedByReplicaSet), node: lost, policy: health.Options{Claims: claims}, wantWhy: "could not be read"},
+		{name: "single-writer ephemeral claim is held back", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ephemeralRWO, ownedByReplicaSet), node: lost, wantWhy: "ephemeral claim"},
 		{name: "FenceNever loosens the policy for a StatefulSet pod", pod: newPod("p", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet), node: lost, policy: health.Options{Fencing: health.FenceNever}, wantDelete: true},
 		{name: "FenceAlways tightens the policy for a stateless pod", pod: taintEvicted("p"), node: lost, policy: health.Options{Fencing: health.FenceAlways}, wantWhy: "every pod"},
 		{name: "FenceAlways lets a stateless pod go on an out-of-service node", pod: taintEvicted("p"), node: fencedNode, policy: health.Options{Fencing: health.FenceAlways}, wantDelete: true},

@@ -108,3 +108,7 @@ func (r *Report) CountOutcome(o Outcome) int {
 	}
 	return n
 }
+
+// BuiltinFencers are the fencers every Checker asks first, for the
+// conformance suite.
+func BuiltinFencers(taints []ShutdownTaint) []Fencer { return builtinFencers(taints) }

@@ -13,9 +13,10 @@ const (
 	// its conditions share a type), so nothing in it is trusted.
 	HeldMalformed
 	// HeldForFencing: the pod needs fencing evidence (see Fencing), and
-	// neither its verdict nor its node shows that its containers cannot
-	// run. Tainting its node node.kubernetes.io/out-of-service once the
-	// node is powered off, or deleting the node, lets it go.
+	// neither its verdict nor any Fencer proves that its containers cannot
+	// run; the detail joins what the fencers said they miss or await.
+	// Tainting its node node.kubernetes.io/out-of-service once the node is
+	// powered off, or deleting the node, lets it go.
 	HeldForFencing
 	// HeldByBreaker: the Breaker is open: an unusual share of nodes is not
 	// Ready, or node health cannot be read.
@@ -69,7 +70,7 @@ func (h Hold) String() string {
 	case HeldMalformed:
 		what = "malformed"
 	case HeldForFencing:
-		what = "needs fencing evidence (node gone, or not Ready with the out-of-service taint)"
+		what = "needs fencing evidence (its node gone or out of service, or a fencer's proof)"
 	case HeldByBreaker:
 		what = "breaker open"
 	case HeldByBudget:

@@ -67,6 +67,14 @@ type Options struct {
 	// Options.Nodes, and is refused with FenceNever, where it would do
 	// nothing.
 	ShutdownTaints []ShutdownTaint
+	// Fencers are more authorities whose proof that a pod's containers
+	// cannot run lets a pod that needs fencing go (see Fencer): a
+	// LeaseFencer for workloads that fence themselves, a storage's fence,
+	// a fencing tool's. They are asked after the built-in evidence, in
+	// order. Empty, the default, means the built-in evidence only. Nil
+	// entries, names that are empty, repeated or a built-in one's, and
+	// Fencers with FenceNever, where none would be asked, are refused.
+	Fencers []Fencer
 	// Budget, when not nil, limits force deletes per time window; share one
 	// between Checkers to limit them together. It must come from
 	// NewDeleteBudget: New refuses a zero DeleteBudget.
@@ -169,6 +177,9 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 	if err := validateShutdownTaints(opts); err != nil {
 		return nil, fmt.Errorf("podhealth: New: %w", err)
 	}
+	if err := validateFencers(opts); err != nil {
+		return nil, fmt.Errorf("podhealth: New: %w", err)
+	}
 	c := &Checker{
 		source:    source,
 		dryRun:    opts.DryRun,
@@ -178,6 +189,7 @@ func New(source PodSource, deleter Deleter, opts Options) (*Checker, error) {
 		nodes:     opts.Nodes,
 		liveNodes: opts.LiveNodes,
 		policy:    policy{fencing: opts.Fencing, claims: opts.Claims, shutdownTaints: slices.Clone(opts.ShutdownTaints)},
+		fencers:   append(builtinFencers(slices.Clone(opts.ShutdownTaints)), opts.Fencers...),
 		budget:    opts.Budget,
 		breaker:   opts.Breaker,
 		memory:    opts.Memory,

@@ -3,9 +3,11 @@ package health
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // AnnotationForceDelete, set to "never" on a pod, opts that pod out: a
@@ -16,41 +18,59 @@ const AnnotationForceDelete = "podhealth.io/force-delete"
 const forceDeleteNever = "never"
 
 // Fencing says which pods need fencing evidence before a force delete:
-// proof that their containers cannot run any more (the node is gone, or out
-// of service and not Ready, or, when Options.ShutdownTaints names it, not
-// Ready under an authority's shutdown taint such as the cloud's
-// TaintCloudShutdown, which is off by default), rather than the word of a
-// controller that the node is unreachable, which a partitioned node also
-// is. A force delete
-// frees the pod's name and its volume claims at once: for a stateful pod on
-// a node that still runs, that means two writers.
+// proof that their containers cannot run any more, from a Fencer (the
+// node is gone, or out of service and not Ready, or, when
+// Options.ShutdownTaints names it, not Ready under an authority's shutdown
+// taint such as the cloud's TaintCloudShutdown, which is off by default;
+// the kubelet reported the pod stopped; one of Options.Fencers proved
+// it), rather than the word of a controller that the node is unreachable,
+// which a partitioned node also is. A force delete frees the pod's name
+// and its volume claims at once: for a stateful pod on a node that still
+// runs, that means two writers.
 type Fencing int
 
 const (
 	// FenceStateful, the default, requires fencing evidence for stateful
-	// pods: those owned by a StatefulSet, mounting a ReadWriteOnce or
-	// ReadWriteOncePod claim (or a claim whose access modes cannot be
-	// read: no Options.Claims, a read that fails, a claim that lists no
-	// mode), or a generic ephemeral volume whose claim template asks for
-	// one of those modes or for none, or mounting an inline volume that one node at a time
-	// writes. The inline types, by their field names in the pod spec,
-	// are the disks and LUNs attached to one node: iscsi, fc, rbd, cinder,
-	// awsElasticBlockStore, gcePersistentDisk, azureDisk, vsphereVolume,
-	// portworxVolume, photonPersistentDisk, scaleIO, storageos and
-	// flocker; csi, whose driver may attach such a disk; and flexVolume,
-	// whose driver is unknown. Volumes that live on the node (emptyDir,
-	// hostPath, configMap, secret, projected, downwardAPI, gitRepo,
-	// image) cannot be written from another node, and shared file
-	// systems (nfs, cephfs, glusterfs, azureFile, quobyte) take many
-	// writers: they leave a pod stateless. Stateless pods may go on
-	// taint-eviction evidence.
+	// pods. A pod states it itself with AnnotationWriters: "single" needs
+	// fencing, "many" does not, and any other value needs it (fail
+	// closed). Without the annotation a pod is stateful when:
+	//   - it is owned by a StatefulSet;
+	//   - it mounts an inline volume that one node at a time writes. The
+	//     inline types, by their field names in the pod spec, are the
+	//     disks and LUNs attached to one node: iscsi, fc, rbd, cinder,
+	//     awsElasticBlockStore, gcePersistentDisk, azureDisk,
+	//     vsphereVolume, portworxVolume, photonPersistentDisk, scaleIO,
+	//     storageos and flocker; csi, whose driver may attach such a disk;
+	//     and flexVolume, whose driver is unknown;
+	//   - its controller is not a ReplicaSet, a Job or a DaemonSet (an
+	//     operator's custom resource, say, or none at all) and it mounts
+	//     any claim, generic ephemeral volume or shared file system (nfs,
+	//     cephfs, glusterfs, azureFile, quobyte): an access mode says
+	//     what the storage allows, not how many writers the application
+	//     tolerates, and nobody vouches for this one;
+	//   - it is owned by one of those three and mounts a ReadWriteOnce or
+	//     ReadWriteOncePod claim (or a claim whose access modes cannot be
+	//     read: no Options.Claims, a read that fails, a claim that lists
+	//     no mode), or a generic ephemeral volume whose claim template
+	//     asks for one of those modes or for none.
+	// Volumes that live on the node (emptyDir, hostPath, configMap,
+	// secret, projected, downwardAPI, gitRepo, image) cannot be written
+	// from another node. Stateless pods may go on taint-eviction evidence.
 	FenceStateful Fencing = iota
-	// FenceAlways requires fencing evidence for every pod.
+	// FenceAlways requires fencing evidence for every pod, whatever its
+	// annotation.
 	FenceAlways
-	// FenceNever lets every pod go on its verdict alone. Use it only for
-	// workloads that tolerate two copies running at once.
+	// FenceNever lets every pod go on its verdict alone, whatever its
+	// annotation. Use it only for workloads that tolerate two copies
+	// running at once.
 	FenceNever
 )
+
+// AnnotationWriters, on a pod, states how many copies of it may write at
+// once, for FenceStateful: "single" (it needs fencing evidence) or "many"
+// (it does not). It wins over what the policy would guess from the pod's
+// owner and volumes; a value that is neither needs fencing.
+const AnnotationWriters = "podhealth.io/writers"
 
 func (f Fencing) String() string {
 	switch f {
@@ -94,15 +114,31 @@ func (p policy) needsFencing(ctx context.Context, pod *corev1.Pod) (string, erro
 	case FenceAlways:
 		return "the policy requires fencing for every pod", nil
 	}
+	switch writers, stated := pod.Annotations[AnnotationWriters]; {
+	case !stated:
+	case writers == "single":
+		return AnnotationWriters + "=single", nil
+	case writers == "many":
+		return "", nil
+	default:
+		return fmt.Sprintf("annotation %s=%q is neither single nor many", AnnotationWriters, writers), nil
+	}
 	for _, ref := range pod.OwnerReferences {
 		if ref.Kind == "StatefulSet" {
 			return "owned by StatefulSet " + ref.Name, nil
 		}
 	}
+	vouched := vouchedFor(pod)
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		if kind := singleWriterInline(&vol.VolumeSource); kind != "" {
 			return "mounts single-writer inline " + kind + " volume " + vol.Name, nil
+		}
+		if !vouched {
+			if what := sharedStorage(vol); what != "" {
+				return unvouched(pod) + " and mounts " + what, nil
+			}
+			continue
 		}
 		switch {
 		case vol.PersistentVolumeClaim != nil:
@@ -116,6 +152,64 @@ func (p policy) needsFencing(ctx context.Context, pod *corev1.Pod) (string, erro
 		}
 	}
 	return "", nil
+}
+
+// vouchedFor reports whether the pod's controller is a ReplicaSet, a Job
+// or a DaemonSet of Kubernetes' own API groups: workloads whose pods are
+// interchangeable copies, which may share storage that takes many writers.
+func vouchedFor(pod *corev1.Pod) bool {
+	ref := controllerOf(pod)
+	if ref == nil {
+		return false
+	}
+	group, _, _ := strings.Cut(ref.APIVersion, "/")
+	switch ref.Kind {
+	case "ReplicaSet", "DaemonSet":
+		return group == "apps"
+	case "Job":
+		return group == "batch"
+	}
+	return false
+}
+
+func controllerOf(pod *corev1.Pod) *metav1.OwnerReference {
+	for i := range pod.OwnerReferences {
+		if ref := &pod.OwnerReferences[i]; ref.Controller != nil && *ref.Controller {
+			return ref
+		}
+	}
+	return nil
+}
+
+// unvouched says whose pod nobody vouches for.
+func unvouched(pod *corev1.Pod) string {
+	if ref := controllerOf(pod); ref != nil {
+		return "controlled by " + ref.Kind + " " + ref.Name + ", not a ReplicaSet, Job or DaemonSet,"
+	}
+	return "controlled by no ReplicaSet, Job or DaemonSet"
+}
+
+// sharedStorage names the storage of vol that outlives the node (a claim,
+// a generic ephemeral volume, a shared file system), or "".
+func sharedStorage(vol *corev1.Volume) string {
+	src := &vol.VolumeSource
+	switch {
+	case src.PersistentVolumeClaim != nil:
+		return "claim " + src.PersistentVolumeClaim.ClaimName
+	case src.Ephemeral != nil:
+		return "ephemeral volume " + vol.Name
+	case src.NFS != nil:
+		return "shared nfs volume " + vol.Name
+	case src.CephFS != nil:
+		return "shared cephfs volume " + vol.Name
+	case src.Glusterfs != nil:
+		return "shared glusterfs volume " + vol.Name
+	case src.AzureFile != nil:
+		return "shared azureFile volume " + vol.Name
+	case src.Quobyte != nil:
+		return "shared quobyte volume " + vol.Name
+	}
+	return ""
 }
 
 // singleWriterInline returns the type of an inline volume that one node at
@@ -241,18 +335,6 @@ func single(modes []corev1.PersistentVolumeAccessMode) bool {
 		}
 	}
 	return false
-}
-
-// fenced reports whether the node evidence shows that pod's containers
-// cannot be running: its node is Gone or OutOfService (NodeState.Fences),
-// or carries one of Options.ShutdownTaints long enough. When it does not,
-// waiting says what a shutdown taint still waits for, if anything.
-func fenced(pod *corev1.Pod, ev *evidence) (ok bool, waiting string) {
-	state, node := ev.node(pod.Spec.NodeName)
-	if state.Fences() {
-		return true, ""
-	}
-	return ev.shutdownFenced(pod.Spec.NodeName, state, node)
 }
 
 func optedOut(pod *corev1.Pod) bool {

@@ -72,7 +72,11 @@ var (
 	genNodes      = []string{"", "node-a", "node-lost"}
 	genFinalizers = []string{"example.com/backup", "kubernetes", ""}
 	genOwnerKinds = []string{"ReplicaSet", "StatefulSet", "DaemonSet", "Job", "", "Strange"}
-	genTimes      = []time.Time{deletedAt.Time, {}, time.Unix(0, 0).UTC(), time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)}
+	// genOwnerAPIVersions: a Job is batch/v1, the others apps/v1; a
+	// custom resource may take any kind's name in another group.
+	genOwnerAPIVersions = []string{"apps/v1", "apps/v1", "batch/v1", "db.example.com/v1"}
+	genWriters          = []string{"single", "many", "Many", ""}
+	genTimes            = []time.Time{deletedAt.Time, {}, time.Unix(0, 0).UTC(), time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)}
 	// genNows are times around the deletion deadlines that genTimes holds,
 	// and far off either way; genLateNows are after every one of them.
 	genNows = []time.Time{
@@ -347,7 +351,7 @@ func genPod(c chooser, i int) *corev1.Pod {
 	for j := range c.IntN(3) {
 		controller := c.IntN(2) == 0
 		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{
-			APIVersion: "apps/v1", Kind: pick(c, genOwnerKinds), Name: fmt.Sprintf("owner-%d", j),
+			APIVersion: pick(c, genOwnerAPIVersions), Kind: pick(c, genOwnerKinds), Name: fmt.Sprintf("owner-%d", j),
 			UID: types.UID(fmt.Sprintf("owner-uid-%d", j)), Controller: &controller,
 		})
 	}
@@ -359,6 +363,12 @@ func genPod(c chooser, i int) *corev1.Pod {
 		p.Annotations = map[string]string{health.AnnotationForceDelete: health.ForceDeleteNever}
 	case 1:
 		p.Annotations = map[string]string{health.AnnotationForceDelete: rawString(c)}
+	}
+	if c.IntN(6) == 0 {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[health.AnnotationWriters] = pick(c, genWriters)
 	}
 	switch c.IntN(12) {
 	case 0:
@@ -515,7 +525,8 @@ func (o oracle) state(p *corev1.Pod) health.State {
 //   - it is malformed: two of its conditions share a type, whatever the type;
 //   - otherwise, if its verdict is fenced, it goes: the kubelet terminated
 //     it (its containers stopped), or its node is not Ready and out of
-//     service (OutOfService, or TaintEvicted there). (A pod that the
+//     service (OutOfService, or TaintEvicted there); so does a pod in a
+//     terminal phase (the built-in kubelet fencer). (A pod that the
 //     kubelet terminated and that another rule also matches carries two
 //     DisruptionTarget conditions, so it is malformed already.)
 //   - otherwise it waits for fencing evidence if it needs it
@@ -531,8 +542,8 @@ func (o oracle) heldBack(p *corev1.Pod) bool {
 		}
 		seen[c.Type] = true
 	}
-	if killedByKubelet(p) {
-		return false
+	if killedByKubelet(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false // the kubelet reported the containers stopped: a terminal phase is final
 	}
 	if wantNodeState(o.node(p)) == outOfServiceNode {
 		return false
@@ -540,22 +551,35 @@ func (o oracle) heldBack(p *corev1.Pod) bool {
 	return wantNeedsFencing(p)
 }
 
-// wantNeedsFencing restates FenceStateful without a ClaimGetter: owned by
-// a StatefulSet, mounting any claim (the modes are unknown), an ephemeral
-// volume whose claim template asks for ReadWriteOnce or ReadWriteOncePod or
-// for no mode (modes that cannot be read), or an inline volume that one
-// node at a time writes.
+// wantNeedsFencing restates FenceStateful without a ClaimGetter: the
+// writers annotation decides when it is there ("many": no; anything else:
+// yes); else owned by a StatefulSet, mounting an inline volume that one
+// node at a time writes, or mounting any claim (the modes are unknown);
+// a pod whose controller is not an apps/v1 ReplicaSet or DaemonSet or a
+// batch/v1 Job also by mounting an ephemeral volume or a shared file
+// system; a vouched-for one by an ephemeral volume whose claim template
+// asks for ReadWriteOnce or ReadWriteOncePod or for no mode.
 func wantNeedsFencing(p *corev1.Pod) bool {
+	if w, ok := p.Annotations[health.AnnotationWriters]; ok {
+		return w != "many"
+	}
 	for _, ref := range p.OwnerReferences {
 		if ref.Kind == "StatefulSet" {
 			return true
+		}
+	}
+	vouched := false
+	for _, ref := range p.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller {
+			vouched = (ref.Kind == "ReplicaSet" || ref.Kind == "DaemonSet") && ref.APIVersion == "apps/v1" || ref.Kind == "Job" && ref.APIVersion == "batch/v1"
+			break
 		}
 	}
 	for _, v := range p.Spec.Volumes {
 		switch s := v.VolumeSource; {
 		case s.PersistentVolumeClaim != nil:
 			return true
-		case s.Ephemeral != nil && (s.Ephemeral.VolumeClaimTemplate == nil || len(s.Ephemeral.VolumeClaimTemplate.Spec.AccessModes) == 0 ||
+		case s.Ephemeral != nil && (!vouched || s.Ephemeral.VolumeClaimTemplate == nil || len(s.Ephemeral.VolumeClaimTemplate.Spec.AccessModes) == 0 ||
 			slices.ContainsFunc(s.Ephemeral.VolumeClaimTemplate.Spec.AccessModes, func(m corev1.PersistentVolumeAccessMode) bool {
 				return m == corev1.ReadWriteOnce || m == corev1.ReadWriteOncePod
 			})):
@@ -563,6 +587,8 @@ func wantNeedsFencing(p *corev1.Pod) bool {
 		case s.ISCSI != nil, s.FC != nil, s.RBD != nil, s.Cinder != nil, s.AWSElasticBlockStore != nil,
 			s.GCEPersistentDisk != nil, s.AzureDisk != nil, s.VsphereVolume != nil, s.PortworxVolume != nil,
 			s.CSI != nil, s.FlexVolume != nil, s.PhotonPersistentDisk != nil, s.ScaleIO != nil, s.StorageOS != nil, s.Flocker != nil:
+			return true
+		case !vouched && (s.NFS != nil || s.CephFS != nil || s.Glusterfs != nil || s.AzureFile != nil || s.Quobyte != nil):
 			return true
 		}
 	}

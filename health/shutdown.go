@@ -166,40 +166,6 @@ func shutdownCandidate(node *corev1.Node, t ShutdownTaint) candidacy {
 	return candidate
 }
 
-// shutdownFenced reports whether node, in state, is fenced by one of the
-// shutdown taints. When a taint would fence but has not been seen for
-// its After yet, it returns why the pod waits, and notes when the wait ends
-// (RetryAfter).
-func (e *evidence) shutdownFenced(name string, state NodeState, node *corev1.Node) (bool, string) {
-	if len(e.shutdownTaints) == 0 || node == nil || (state != NodeNotReady && state != NodeUnreachable) {
-		return false, ""
-	}
-	var waiting string
-	var soonest time.Duration // the shortest wait left; zero: none
-	for _, t := range e.shutdownTaints {
-		switch shutdownCandidate(node, t) {
-		case notCandidate:
-			continue
-		case untrusted:
-			waiting = e.reason("node ", name, " carries "+t.Key+", but its provider ("+node.Spec.ProviderID+") may report a running instance shut down: no fencing evidence")
-			continue
-		}
-		first := e.sightings.see(shutdownKey(t.Key, node), e.time())
-		left := ShutdownWaitLeft(node, t, first, e.time())
-		if left <= 0 {
-			return true, "" // fenced: no wait of another taint is the pod's
-		}
-		if soonest == 0 || left < soonest {
-			soonest = left
-		}
-		waiting = fmt.Sprintf("node %s carries %s, which fences once seen for %v (%v to go)", name, t.Key, t.After, left.Round(time.Millisecond))
-	}
-	if soonest > 0 {
-		e.retryIn(soonest)
-	}
-	return false, waiting
-}
-
 // ShutdownWaitLeft returns how much longer taint t must be seen on node
 // before it fences, given that it was first seen at first under the
 // node's current Ready transition (see ShutdownTaint): After less the
@@ -228,7 +194,7 @@ func (e *evidence) forgetShutdowns(f nodeFact) {
 	}
 	for _, t := range e.shutdownTaints {
 		if f.state == NodeReady || !hasTaint(f.node, t.Key) {
-			e.sightings.forget(shutdownKey(t.Key, f.node))
+			e.sightings.forget(fenceKey(fencerShutdown, shutdownKey(t.Key, f.node)))
 		}
 	}
 }

@@ -350,7 +350,7 @@ func TestPanicInADependencyLeavesNothingHeld(t *testing.T) {
 			}
 			return d
 		}},
-		{"Options.Claims", newPod("dead", onNode("node-lost"), deleting, disruption(health.ReasonDeletionByTaintManager), mountsClaim("data")), func(store *fake.Pods, panicking bool) deps {
+		{"Options.Claims", newPod("dead", onNode("node-lost"), deleting, disruption(health.ReasonDeletionByTaintManager), mountsClaim("data"), ownedByReplicaSet), func(store *fake.Pods, panicking bool) deps {
 			d := deps{source: store, deleter: store, opts: health.Options{Nodes: lostNode, Claims: fake.NewClaims(sharedClaim("data"))}}
 			if panicking {
 				d.opts.Claims = claimGetterFunc(func(context.Context, string, string) (*corev1.PersistentVolumeClaim, error) { panic("boom") })
@@ -473,7 +473,7 @@ func TestGettersAnsweringNothingAreUnknown(t *testing.T) {
 	nothing := nodeGetterFunc(func(context.Context, string) (*corev1.Node, error) { return nil, nil })
 	statefulDead := newPod("db-0", onNode("n"), deleting, disruption(health.ReasonDeletionByTaintManager), ownedByStatefulSetDB)
 	stuck := stuckPod("stuck", "n")
-	claimed := newPod("claimed", onNode("n"), deleting, disruption(health.ReasonDeletionByTaintManager), mountsClaim("data"))
+	claimed := newPod("claimed", onNode("n"), deleting, disruption(health.ReasonDeletionByTaintManager), mountsClaim("data"), ownedByReplicaSet)
 	stateless := newPod("stateless", onNode("n"), deleting, disruption(health.ReasonDeletionByTaintManager))
 	tests := []struct {
 		name     string
@@ -682,7 +682,7 @@ func TestObserverIsToldEachPodOncePerCheck(t *testing.T) {
 // claim that is gone (NotFound) is a fact, not a fault: held, no error.
 func TestAClaimReadThatFailsIsAnErrorToRetryNotEvidence(t *testing.T) {
 	lost := fake.NewNodes(newNode("node-lost", notReady, taint(corev1.TaintNodeUnreachable)))
-	pod := newPod("dead", onNode("node-lost"), deleting, disruption(health.ReasonDeletionByTaintManager), mountsClaim("data"))
+	pod := newPod("dead", onNode("node-lost"), deleting, disruption(health.ReasonDeletionByTaintManager), mountsClaim("data"), ownedByReplicaSet)
 	shared := fake.NewClaims(sharedClaim("data"))
 	tooMany := apierrors.NewTooManyRequests("slow down", 1)
 	failing := true

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource/fake"
@@ -87,7 +89,7 @@ func TestSingleWriterInlineVolumeNeedsFencing(t *testing.T) {
 // second node can write through (emptyDir, configMap, secret, projected,
 // downwardAPI, hostPath, image, gitRepo: they live on the node) or that
 // many nodes may write at once (nfs, cephfs, glusterfs, azureFile, quobyte)
-// leave a pod stateless: it goes on taint-eviction evidence.
+// leave a ReplicaSet's pod stateless: it goes on taint-eviction evidence.
 func TestNodeLocalAndSharedInlineVolumesStayStateless(t *testing.T) {
 	lost := newNode("node-lost", notReady, taint(corev1.TaintNodeUnreachable))
 	sources := map[string]corev1.VolumeSource{
@@ -105,7 +107,7 @@ func TestNodeLocalAndSharedInlineVolumesStayStateless(t *testing.T) {
 		"azureFile":   {AzureFile: &corev1.AzureFileVolumeSource{SecretName: "s", ShareName: "share"}},
 		"quobyte":     {Quobyte: &corev1.QuobyteVolumeSource{Registry: "r:7861", Volume: "v"}},
 	}
-	opts := []podOption{onNode("node-lost"), deleting, disruption("DeletionByTaintManager")}
+	opts := []podOption{onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByReplicaSet}
 	for kind, src := range sources {
 		t.Run(kind, func(t *testing.T) {
 			got, deletes := checkOnePod(t, newPod("p", append(opts, inlineVolume(src))...), lost, health.Options{})
@@ -222,4 +224,65 @@ func TestWellFormedPodWithEveryConditionTypeGoes(t *testing.T) {
 	got, deletes = checkOnePod(t, pod, lost, health.Options{})
 	require.Equal(t, health.ForceDeleted, got.Outcome, "twenty-six distinct types; held back: %s", got.HeldBack)
 	require.Len(t, deletes, 1)
+}
+
+// controlledBy makes kind name of apiVersion the pod's controller.
+func controlledBy(apiVersion, kind, name string) podOption {
+	return func(p *corev1.Pod) {
+		controller := true
+		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(name + "-uid"), Controller: &controller})
+	}
+}
+
+// Under FenceStateful, a pod nobody vouches for (its controller is not a
+// ReplicaSet, a Job or a DaemonSet of Kubernetes' own groups, or it has
+// none) needs fencing as soon as it mounts storage that outlives its node,
+// whatever the access mode; the writers annotation wins over the guess,
+// and Options.Fencing over the annotation.
+func TestTheDefaultPolicyHoldsStoragePodsNobodyVouchesFor(t *testing.T) {
+	lost := newNode("node-lost", notReady, taint(corev1.TaintNodeUnreachable))
+	rwx := health.Options{Claims: fake.NewClaims(sharedClaim("data"))}
+	nfs := inlineVolume(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/export"}})
+	cephfs := inlineVolume(corev1.VolumeSource{CephFS: &corev1.CephFSVolumeSource{Monitors: []string{"10.0.0.2:6789"}}})
+	scratch := inlineVolume(corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}})
+	cluster := controlledBy("postgresql.cnpg.io/v1", "Cluster", "pg")
+	for _, tt := range []struct {
+		name string
+		pod  []podOption
+		opts health.Options
+		held string // the hold's detail; "" when the pod goes
+	}{
+		{"a database's instance on a ReadWriteMany claim", []podOption{cluster, mountsClaim("data")}, rwx, "controlled by Cluster pg, not a ReplicaSet, Job or DaemonSet, and mounts claim data"},
+		{"a database's instance on nfs", []podOption{cluster, nfs}, health.Options{}, "controlled by Cluster pg, not a ReplicaSet, Job or DaemonSet, and mounts shared nfs volume disk"},
+		{"a bare pod on cephfs", []podOption{cephfs}, health.Options{}, "controlled by no ReplicaSet, Job or DaemonSet and mounts shared cephfs volume disk"},
+		{"a custom resource named ReplicaSet", []podOption{controlledBy("db.example.com/v1", "ReplicaSet", "rs"), mountsClaim("data")}, rwx, "controlled by ReplicaSet rs, not a ReplicaSet, Job or DaemonSet, and mounts claim data"},
+		{"a ReplicaSet that is an owner but not the controller", []podOption{func(p *corev1.Pod) {
+			p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid"})
+		}, mountsClaim("data")}, rwx, "controlled by no ReplicaSet, Job or DaemonSet and mounts claim data"},
+		{"a database's instance on node-local volumes only", []podOption{cluster, scratch}, health.Options{}, ""},
+		{"a ReplicaSet's pod on nfs", []podOption{ownedByReplicaSet, nfs}, health.Options{}, ""},
+		{"a ReplicaSet's pod on a ReadWriteMany claim", []podOption{ownedByReplicaSet, mountsClaim("data")}, rwx, ""},
+		{"a Job's pod on a ReadWriteMany claim", []podOption{controlledBy("batch/v1", "Job", "j"), mountsClaim("data")}, rwx, ""},
+		{"a DaemonSet's pod on nfs", []podOption{controlledBy("apps/v1", "DaemonSet", "ds"), nfs}, health.Options{}, ""},
+		{"writers=many on a database's instance", []podOption{cluster, mountsClaim("data"), annotated(health.AnnotationWriters, "many")}, rwx, ""},
+		{"writers=many on a StatefulSet pod", []podOption{ownedByStatefulSet, annotated(health.AnnotationWriters, "many")}, health.Options{}, ""},
+		{"writers=single on a ReplicaSet's pod without volumes", []podOption{ownedByReplicaSet, annotated(health.AnnotationWriters, "single")}, health.Options{}, health.AnnotationWriters + "=single"},
+		{"writers of another value", []podOption{ownedByReplicaSet, annotated(health.AnnotationWriters, "Many")}, health.Options{}, `annotation podhealth.io/writers="Many" is neither single nor many`},
+		{"FenceAlways over writers=many", []podOption{ownedByReplicaSet, annotated(health.AnnotationWriters, "many")}, health.Options{Fencing: health.FenceAlways}, "the policy requires fencing for every pod"},
+		{"FenceNever over writers=single", []podOption{ownedByReplicaSet, annotated(health.AnnotationWriters, "single")}, health.Options{Fencing: health.FenceNever}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := newPod("p", append([]podOption{onNode("node-lost"), deleting, disruption("DeletionByTaintManager")}, tt.pod...)...)
+			got, deletes := checkOnePod(t, pod, lost, tt.opts)
+			if tt.held == "" {
+				require.Equal(t, health.ForceDeleted, got.Outcome, "held back: %s", got.HeldBack)
+				require.Len(t, deletes, 1)
+				return
+			}
+			require.Equal(t, health.HeldBack, got.Outcome)
+			require.Equal(t, health.HeldForFencing, got.HeldBack.Reason)
+			require.Equal(t, tt.held, got.HeldBack.Detail)
+			require.Empty(t, deletes)
+		})
+	}
 }

@@ -38,7 +38,7 @@ func TestEventObserverRecordsOneEventPerDeleteOrHeldBackOutcome(t *testing.T) {
 		want     []string
 	}{
 		{outcome: health.HeldBack, heldBack: health.Hold{Reason: health.HeldForFencing, Detail: "owned by StatefulSet db"},
-			want: []string{`Warning DeadPodHeldBack Dead pod default/taint-evicted (uid 3c0c8989-7032-484b-9396-d2330489e1cf) on node "node-lost" not force-deleted: needs fencing evidence (node gone, or not Ready with the out-of-service taint): owned by StatefulSet db; rule TaintEvicted: deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager` + onPod}},
+			want: []string{`Warning DeadPodHeldBack Dead pod default/taint-evicted (uid 3c0c8989-7032-484b-9396-d2330489e1cf) on node "node-lost" not force-deleted: needs fencing evidence (its node gone or out of service, or a fencer's proof): owned by StatefulSet db; rule TaintEvicted: deletionTimestamp set and DisruptionTarget=True reason DeletionByTaintManager` + onPod}},
 		{outcome: health.ForceDeleted, want: []string{"Warning ForceDeletedDeadPod Force-deleted dead pod " + about + "ForceDeleted" + onPod}},
 		{outcome: health.WasAlreadyGone, want: []string{"Warning ForceDeletedDeadPod Force-deleted dead pod " + about + "WasAlreadyGone" + onPod}},
 		{outcome: health.NameReused, want: []string{"Warning ForceDeletedDeadPod Force-deleted dead pod " + about + "NameReused" + onPod}},

@@ -1,0 +1,233 @@
+package fencing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/nilcheck"
+)
+
+// The annotations of the self-fencing protocol that a LeaseFencer reads
+// from a pod (see LeaseFencer).
+const (
+	// AnnotationLease names the Lease, in the pod's namespace, that
+	// the pod must hold to write.
+	AnnotationLease = "podhealth.io/fence-lease"
+	// AnnotationDeadline is how long after its Lease expires (its
+	// renewTime plus its leaseDurationSeconds) the pod has stopped
+	// writing, at the latest: a Go duration such as "10s".
+	AnnotationDeadline = "podhealth.io/fence-deadline"
+	// AnnotationHolder is the Lease's holderIdentity while the pod
+	// holds it. Without it, the pod's name.
+	AnnotationHolder = "podhealth.io/fence-holder"
+)
+
+// LeaseGetter gets a Lease by namespace and name, with an error for which
+// apierrors.IsNotFound is true when there is none. It must read the live
+// object (a cache that lags would show a renewed Lease as expired), and
+// the Lease returned must not be mutated. Implementations must be safe for
+// concurrent use; podsource/kube.LiveLeases is one over client-go.
+type LeaseGetter interface {
+	GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
+}
+
+// LeaseOptions configure a LeaseFencer. The zero value is the
+// default.
+type LeaseOptions struct {
+	// Margin is added to every wait, for the clocks of the pod's node and
+	// of the Checker, which may differ in rate and in offset. Zero means
+	// DefaultMargin; it must not be negative.
+	Margin time.Duration
+}
+
+// DefaultMargin is LeaseOptions.Margin by default.
+const DefaultMargin = 2 * time.Second
+
+// LeaseFencer is the Fencer of workloads that fence themselves, named
+// "lease". A pod follows its protocol when it carries
+// AnnotationLease and AnnotationDeadline (and, when the
+// Lease's holderIdentity is not its name, AnnotationHolder), and
+// promises: it writes only while it holds the Lease, and once it cannot
+// renew it, it stops writing (kills itself, or a watchdog kills it) within
+// the deadline after the Lease expires. CloudNativePG's primary lease with
+// its watchdog, and medik8s self-node-remediation, have this shape.
+//
+// It proves PodStopped (never NodeStopped: the node and its volumes may
+// still be attached) when a live read of the Lease shows it held by the
+// pod's holder, with a leaseDurationSeconds and a renewTime (or
+// acquireTime), and that record has been unrenewed for its duration plus
+// the pod's deadline plus the Margin, measured both ways:
+//   - on the Checker's clock, since the Checker (or one sharing its
+//     Memory) first saw that very record (same holder, renewTime and
+//     resourceVersion), so that neither a clock far ahead nor a stale
+//     renewTime shortens the wait; a fresh Memory waits the whole wait;
+//   - since the renewTime, on the Checker's clock: a renewTime ahead of
+//     that clock (a Checker's clock behind the holder's) lengthens the
+//     wait by as much, and the detail says so.
+//
+// So the wait runs from the first check that sees the record, at the
+// earliest: a pod that a check first asks about long after the holder's
+// last renewal still waits the whole wait from then.
+//
+// No proof, with a detail that says why: a pod without the annotations; an
+// annotation that is not valid; a Lease that is missing, held by another
+// holder or by none, or without a duration or a renew time; a renewal (a
+// new record waits afresh). A Lease that cannot be read (RBAC denied, a
+// timeout) is an error, and the check says the fencer failed.
+//
+// A LeaseFencer must come from NewLeaseFencer. It is safe for concurrent
+// use.
+type LeaseFencer struct {
+	leases LeaseGetter
+	margin time.Duration
+}
+
+var _ health.Fencer = (*LeaseFencer)(nil)
+
+// NewLeaseFencer returns a LeaseFencer that reads Leases live through
+// leases.
+func NewLeaseFencer(leases LeaseGetter, opts LeaseOptions) (*LeaseFencer, error) {
+	switch {
+	case nilcheck.IsNil(leases):
+		return nil, errors.New("fencing: NewLeaseFencer: nil LeaseGetter")
+	case opts.Margin < 0:
+		return nil, fmt.Errorf("fencing: NewLeaseFencer: negative LeaseOptions.Margin %v", opts.Margin)
+	}
+	margin := opts.Margin
+	if margin == 0 {
+		margin = DefaultMargin
+	}
+	return &LeaseFencer{leases: leases, margin: margin}, nil
+}
+
+// Name is "lease".
+func (f *LeaseFencer) Name() string { return "lease" }
+
+// Fence reads the pod's Lease and says whether it has been expired long
+// enough; see LeaseFencer.
+func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fence, error) {
+	if f == nil || f.leases == nil {
+		return health.Fence{}, errors.New("the LeaseFencer was not made by NewLeaseFencer")
+	}
+	pod := q.Pod
+	if pod == nil || pod.Annotations[AnnotationLease] == "" {
+		return health.Fence{}, nil // the pod does not follow the protocol
+	}
+	proto, bad := leaseProtocolOf(pod)
+	if bad != "" {
+		return health.Fence{Detail: "lease fencing: " + bad + ": no evidence"}, nil
+	}
+	lease, err := f.leases.GetLease(ctx, pod.Namespace, proto.lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		return health.Fence{Detail: "lease " + pod.Namespace + "/" + proto.lease + " not found: no evidence"}, nil
+	case err != nil:
+		return health.Fence{}, fmt.Errorf("reading lease %s/%s: %w", pod.Namespace, proto.lease, err)
+	case lease == nil:
+		return health.Fence{Detail: "lease " + pod.Namespace + "/" + proto.lease + ": the getter returned nothing: no evidence"}, nil
+	}
+	name := "lease " + pod.Namespace + "/" + proto.lease
+	spec := &lease.Spec
+	holder := ""
+	if spec.HolderIdentity != nil {
+		holder = *spec.HolderIdentity
+	}
+	renewed := spec.RenewTime
+	if renewed == nil {
+		renewed = spec.AcquireTime
+	}
+	switch {
+	case holder == "":
+		return health.Fence{Detail: name + " has no holder: no evidence of when " + proto.holder + " last held it"}, nil
+	case holder != proto.holder:
+		return health.Fence{Detail: name + " is held by " + strconv.Quote(holder) + ", not " + strconv.Quote(proto.holder) + ": no evidence of when the pod last held it"}, nil
+	case spec.LeaseDurationSeconds == nil || *spec.LeaseDurationSeconds <= 0:
+		return health.Fence{Detail: name + " has no positive leaseDurationSeconds: no evidence"}, nil
+	case renewed == nil || renewed.IsZero():
+		return health.Fence{Detail: name + " has neither a renewTime nor an acquireTime: no evidence"}, nil
+	}
+	duration := time.Duration(*spec.LeaseDurationSeconds) * time.Second // an int32 of seconds fits
+	wait := addSaturating(addSaturating(duration, proto.deadline), f.margin)
+	if q.Sightings == nil {
+		return health.Fence{Detail: name + ": no record of sightings to measure the wait on: no evidence"}, nil
+	}
+	record := holder + "\x00" + strconv.FormatInt(renewed.UnixNano(), 36) + "\x00" + lease.ResourceVersion + "\x00" + pod.Namespace + "/" + proto.lease
+	first := q.Sightings.FirstSeen(record)
+	// A renewTime ahead of the clock makes unrenewed negative, which
+	// lengthens the wait by as much; the arithmetic saturates.
+	unrenewed := min(q.Now.Sub(first), q.Now.Sub(renewed.Time))
+	left := wait - unrenewed
+	if unrenewed < 0 {
+		left = addSaturating(wait, -max(unrenewed, -math.MaxInt64))
+	}
+	if left > 0 {
+		detail := fmt.Sprintf("%s held by %s fences once unrenewed for %v (duration %v + deadline %v + margin %v): %v to go",
+			name, holder, wait, duration, proto.deadline, f.margin, left.Round(time.Millisecond))
+		if renewed.Time.After(q.Now.Add(f.margin)) {
+			detail += "; its renewTime is ahead of this clock by more than the margin"
+		}
+		return health.Fence{Detail: detail, RetryAfter: left}, nil
+	}
+	return health.Fence{
+		Proves: health.PodStopped,
+		Since:  q.Now.Add(left),
+		By:     name,
+		Detail: fmt.Sprintf("%s held by %s unrenewed for %v, past its duration %v + deadline %v + margin %v", name, holder, unrenewed.Round(time.Millisecond), duration, proto.deadline, f.margin),
+	}, nil
+}
+
+// leaseProtocol is what a pod's annotations say of its self-fencing.
+type leaseProtocol struct {
+	lease, holder string
+	deadline      time.Duration
+}
+
+// leaseProtocolOf reads the pod's annotations, or says what is wrong with
+// them.
+func leaseProtocolOf(pod *corev1.Pod) (leaseProtocol, string) {
+	p := leaseProtocol{lease: pod.Annotations[AnnotationLease], holder: pod.Name}
+	if errs := validation.IsDNS1123Subdomain(p.lease); len(errs) > 0 {
+		return p, fmt.Sprintf("annotation %s=%q is not a Lease name: %s", AnnotationLease, p.lease, errs[0])
+	}
+	raw, ok := pod.Annotations[AnnotationDeadline]
+	if !ok {
+		return p, "annotation " + AnnotationLease + " without " + AnnotationDeadline
+	}
+	d, err := time.ParseDuration(raw)
+	switch {
+	case err != nil:
+		return p, fmt.Sprintf("annotation %s=%q is not a duration such as \"10s\"", AnnotationDeadline, raw)
+	case d <= 0:
+		return p, fmt.Sprintf("annotation %s=%q is not positive", AnnotationDeadline, raw)
+	}
+	p.deadline = d
+	if h, ok := pod.Annotations[AnnotationHolder]; ok {
+		if h == "" {
+			return p, "annotation " + AnnotationHolder + " is empty"
+		}
+		p.holder = h
+	}
+	if p.holder == "" {
+		return p, "the pod has no name, and no " + AnnotationHolder
+	}
+	return p, ""
+}
+
+// addSaturating adds two Durations that are not negative, saturating at
+// the longest Duration instead of wrapping around.
+func addSaturating(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

@@ -1,0 +1,346 @@
+package fencing_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/podhealth/podhealth/fencing"
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/health/fencertest"
+	"github.com/podhealth/podhealth/podsource/fake"
+)
+
+var fenceStart = time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+
+type podOption func(*corev1.Pod)
+
+// evictedOn is a pod of ns that the taint-eviction controller is deleting
+// on node.
+func evictedOn(name, node string, opts ...podOption) *corev1.Pod {
+	deleted := metav1.NewTime(fenceStart.Add(-time.Minute))
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), DeletionTimestamp: &deleted},
+		Spec:       corev1.PodSpec{NodeName: node},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByTaintManager"}}},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func ownedByStatefulSet(p *corev1.Pod) {
+	p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts-uid"})
+}
+
+// unreachableNode is a node the node-lifecycle controller marked
+// unreachable.
+func unreachableNode(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// leases is a LeaseGetter over a map that a test changes as it goes, or
+// that answers err.
+type leases struct {
+	mu    sync.Mutex
+	byKey map[string]*coordinationv1.Lease
+	err   error
+}
+
+func newLeases(ls ...*coordinationv1.Lease) *leases {
+	l := &leases{byKey: map[string]*coordinationv1.Lease{}}
+	for _, x := range ls {
+		l.put(x)
+	}
+	return l
+}
+
+func (l *leases) put(x *coordinationv1.Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byKey[x.Namespace+"/"+x.Name] = x
+}
+
+func (l *leases) GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return nil, l.err
+	}
+	x, ok := l.byKey[namespace+"/"+name]
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, name)
+	}
+	return x, nil
+}
+
+// lease is the Lease pg of ns, held by holder, renewed at renewed, for 15 s.
+func lease(holder string, renewed time.Time, rv string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg", ResourceVersion: rv},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr(holder),
+			LeaseDurationSeconds: ptr(int32(15)),
+			RenewTime:            ptr(metav1.NewMicroTime(renewed)),
+		},
+	}
+}
+
+// withAnnotation sets one annotation, keeping the others.
+func withAnnotation(k, v string) podOption {
+	return func(p *corev1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[k] = v
+	}
+}
+
+// selfFencing makes a pod follow the protocol: Lease pg, a 10 s deadline.
+func selfFencing(p *corev1.Pod) {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[fencing.AnnotationLease] = "pg"
+	p.Annotations[fencing.AnnotationDeadline] = "10s"
+}
+
+func newLeaseFencer(t testing.TB, l fencing.LeaseGetter) *fencing.LeaseFencer {
+	t.Helper()
+	f, err := fencing.NewLeaseFencer(l, fencing.LeaseOptions{})
+	require.NoError(t, err)
+	return f
+}
+
+// leaseWait is the wait of the test lease: 15 s, the 10 s deadline and
+// the default margin.
+const leaseWait = 15*time.Second + 10*time.Second + fencing.DefaultMargin
+
+// The lease fencer passes the conformance suite: proof once the record
+// is unrenewed for the whole wait since its first sighting, none before,
+// none for the failure modes.
+func TestLeaseFencerPassesTheConformanceSuite(t *testing.T) {
+	pod := evictedOn("pg-1", "n1", selfFencing)
+	renewed := fenceStart.Add(-time.Minute) // the node went down a minute ago
+	at := func(now time.Time) health.FenceQuery {
+		return health.FenceQuery{Pod: pod, NodeState: health.NodeUnreachable, Now: now}
+	}
+	f := newLeaseFencer(t, newLeases(lease("pg-1", renewed, "7")))
+	require.NoError(t, fencertest.TestFencer(f,
+		fencertest.Case{Name: "unrenewed for the wait since first seen", Query: at(fenceStart.Add(leaseWait)), Earlier: []time.Time{fenceStart}, Want: health.PodStopped},
+		fencertest.Case{Name: "a millisecond short", Query: at(fenceStart.Add(leaseWait - time.Millisecond)), Earlier: []time.Time{fenceStart}, Want: health.NoProof},
+		fencertest.Case{Name: "first sighting, renewed long ago", Query: at(fenceStart.Add(time.Hour)), Want: health.NoProof},
+		fencertest.Case{Name: "a pod outside the protocol", Query: health.FenceQuery{Pod: evictedOn("web", "n1"), Now: fenceStart.Add(time.Hour)}, Earlier: []time.Time{fenceStart}, Want: health.NoProof},
+	))
+	other := newLeaseFencer(t, newLeases(lease("pg-2", renewed, "7")))
+	require.NoError(t, fencertest.TestFencer(other,
+		fencertest.Case{Name: "another holder", Query: at(fenceStart.Add(time.Hour)), Earlier: []time.Time{fenceStart}, Want: health.NoProof}))
+}
+
+// Each way the evidence can be missing, wrong or stale is no proof, with a
+// detail that says why; a read that fails is an error.
+func TestLeaseFencerFailsClosed(t *testing.T) {
+	renewed := fenceStart.Add(-time.Minute)
+	denied := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "pg", nil)
+	for _, tt := range []struct {
+		name    string
+		pod     *corev1.Pod
+		lease   *coordinationv1.Lease
+		err     error
+		detail  string
+		wantErr error
+	}{
+		{"the lease missing", evictedOn("pg-1", "n1", selfFencing), nil, nil, "lease ns/pg not found: no evidence", nil},
+		{"RBAC denied", evictedOn("pg-1", "n1", selfFencing), nil, denied, "", denied},
+		{"another holder", evictedOn("pg-1", "n1", selfFencing), lease("pg-2", renewed, "1"), nil, `is held by "pg-2", not "pg-1"`, nil},
+		{"no holder", evictedOn("pg-1", "n1", selfFencing), func() *coordinationv1.Lease { l := lease("", renewed, "1"); l.Spec.HolderIdentity = nil; return l }(), nil, "has no holder", nil},
+		{"no duration", evictedOn("pg-1", "n1", selfFencing), func() *coordinationv1.Lease {
+			l := lease("pg-1", renewed, "1")
+			l.Spec.LeaseDurationSeconds = nil
+			return l
+		}(), nil, "no positive leaseDurationSeconds", nil},
+		{"a zero duration", evictedOn("pg-1", "n1", selfFencing), func() *coordinationv1.Lease {
+			l := lease("pg-1", renewed, "1")
+			l.Spec.LeaseDurationSeconds = ptr(int32(0))
+			return l
+		}(), nil, "no positive leaseDurationSeconds", nil},
+		{"no renew time", evictedOn("pg-1", "n1", selfFencing), func() *coordinationv1.Lease { l := lease("pg-1", renewed, "1"); l.Spec.RenewTime = nil; return l }(), nil, "neither a renewTime nor an acquireTime", nil},
+		{"a deadline without a unit", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationDeadline, "10")), lease("pg-1", renewed, "1"), nil, `podhealth.io/fence-deadline="10" is not a duration`, nil},
+		{"a negative deadline", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationDeadline, "-1s")), lease("pg-1", renewed, "1"), nil, "is not positive", nil},
+		{"a deadline out of range", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationDeadline, "9999999999h")), lease("pg-1", renewed, "1"), nil, "is not a duration", nil},
+		{"no deadline", evictedOn("pg-1", "n1", withAnnotation(fencing.AnnotationLease, "pg")), lease("pg-1", renewed, "1"), nil, "without podhealth.io/fence-deadline", nil},
+		{"not a lease name", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationLease, "PG/x")), lease("pg-1", renewed, "1"), nil, "is not a Lease name", nil},
+		{"an empty holder", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationHolder, "")), lease("", renewed, "1"), nil, "podhealth.io/fence-holder is empty", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLeases()
+			if tt.lease != nil {
+				l.put(tt.lease)
+			}
+			l.err = tt.err
+			f := newLeaseFencer(t, l)
+			rec := fencertest.NewRecord()
+			var fence health.Fence
+			var err error
+			for _, now := range []time.Time{fenceStart, fenceStart.Add(time.Hour)} {
+				fence, err = f.Fence(context.Background(), health.FenceQuery{Pod: tt.pod, Now: now, Sightings: rec.At(now)})
+			}
+			require.Equal(t, health.NoProof, fence.Proves)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Contains(t, fence.Detail, tt.detail)
+			require.Zero(t, fence.RetryAfter, "only an event can change this answer")
+		})
+	}
+}
+
+// The wait is measured on the Checker's own clock: a clock far ahead does
+// not shorten it, a clock behind the holder's lengthens it (and says so),
+// a renewal after expiry starts it afresh, and a holder's explicit
+// identity is honoured.
+func TestLeaseFencerMeasuresOnTheCheckersClock(t *testing.T) {
+	t.Run("a clock far ahead waits the whole wait from its first sighting", func(t *testing.T) {
+		ahead := fenceStart.Add(1000 * time.Hour)
+		f := newLeaseFencer(t, newLeases(lease("pg-1", fenceStart, "1")))
+		rec := fencertest.NewRecord()
+		ask := func(now time.Time) health.Fence {
+			fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: now, Sightings: rec.At(now)})
+			require.NoError(t, err)
+			return fence
+		}
+		first := ask(ahead)
+		require.Equal(t, health.NoProof, first.Proves)
+		require.Equal(t, leaseWait, first.RetryAfter)
+		require.Equal(t, health.NoProof, ask(ahead.Add(leaseWait-time.Second)).Proves)
+		proof := ask(ahead.Add(leaseWait))
+		require.Equal(t, health.PodStopped, proof.Proves)
+		require.Equal(t, "lease ns/pg", proof.By)
+		require.Equal(t, ahead.Add(leaseWait), proof.Since)
+	})
+	t.Run("a clock behind waits for the renewTime too", func(t *testing.T) {
+		renewed := fenceStart.Add(time.Minute) // written by a clock a minute ahead
+		f := newLeaseFencer(t, newLeases(lease("pg-1", renewed, "1")))
+		rec := fencertest.NewRecord()
+		now := fenceStart
+		fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: now, Sightings: rec.At(now)})
+		require.NoError(t, err)
+		require.Equal(t, time.Minute+leaseWait, fence.RetryAfter)
+		require.Contains(t, fence.Detail, "its renewTime is ahead of this clock by more than the margin")
+		now = fenceStart.Add(leaseWait)
+		fence, err = f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: now, Sightings: rec.At(now)})
+		require.NoError(t, err)
+		require.Equal(t, health.NoProof, fence.Proves)
+		require.Equal(t, time.Minute, fence.RetryAfter)
+	})
+	t.Run("a renewal after expiry waits afresh", func(t *testing.T) {
+		l := newLeases(lease("pg-1", fenceStart, "1"))
+		f := newLeaseFencer(t, l)
+		rec := fencertest.NewRecord()
+		ask := func(now time.Time) health.Fence {
+			fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: now, Sightings: rec.At(now)})
+			require.NoError(t, err)
+			return fence
+		}
+		ask(fenceStart)
+		back := fenceStart.Add(leaseWait - time.Second)
+		l.put(lease("pg-1", back, "2")) // the holder came back and renewed
+		require.Equal(t, health.NoProof, ask(back).Proves)
+		require.Equal(t, health.NoProof, ask(fenceStart.Add(leaseWait)).Proves, "the old record's wait no longer counts")
+		require.Equal(t, health.PodStopped, ask(back.Add(leaseWait)).Proves)
+	})
+	t.Run("a write to the lease that keeps its renewTime waits afresh", func(t *testing.T) {
+		l := newLeases(lease("pg-1", fenceStart, "1"))
+		f := newLeaseFencer(t, l)
+		rec := fencertest.NewRecord()
+		ask := func(now time.Time) health.Proof {
+			fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: now, Sightings: rec.At(now)})
+			require.NoError(t, err)
+			return fence.Proves
+		}
+		ask(fenceStart)
+		l.put(lease("pg-1", fenceStart, "2"))
+		require.Equal(t, health.NoProof, ask(fenceStart.Add(leaseWait)))
+	})
+	t.Run("the holder annotation names the identity", func(t *testing.T) {
+		f := newLeaseFencer(t, newLeases(lease("pg-1.db.svc", fenceStart, "1")))
+		rec := fencertest.NewRecord()
+		pod := evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationHolder, "pg-1.db.svc"))
+		for _, now := range []time.Time{fenceStart, fenceStart.Add(leaseWait)} {
+			fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: pod, Now: now, Sightings: rec.At(now)})
+			require.NoError(t, err)
+			if now.Equal(fenceStart) {
+				require.Equal(t, health.NoProof, fence.Proves)
+			} else {
+				require.Equal(t, health.PodStopped, fence.Proves)
+			}
+		}
+	})
+	t.Run("a margin of its own", func(t *testing.T) {
+		f, err := fencing.NewLeaseFencer(newLeases(lease("pg-1", fenceStart, "1")), fencing.LeaseOptions{Margin: 30 * time.Second})
+		require.NoError(t, err)
+		rec := fencertest.NewRecord()
+		fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: fenceStart, Sightings: rec.At(fenceStart)})
+		require.NoError(t, err)
+		require.Equal(t, 55*time.Second, fence.RetryAfter)
+	})
+}
+
+func TestNewLeaseFencerRefusesWhatCannotWork(t *testing.T) {
+	var typedNil *leases
+	_, err := fencing.NewLeaseFencer(nil, fencing.LeaseOptions{})
+	require.ErrorContains(t, err, "nil LeaseGetter")
+	_, err = fencing.NewLeaseFencer(typedNil, fencing.LeaseOptions{})
+	require.ErrorContains(t, err, "nil LeaseGetter")
+	_, err = fencing.NewLeaseFencer(newLeases(), fencing.LeaseOptions{Margin: -time.Second})
+	require.ErrorContains(t, err, "negative")
+	var zero fencing.LeaseFencer
+	_, err = zero.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: fenceStart})
+	require.ErrorContains(t, err, "NewLeaseFencer")
+}
+
+// In a Checker, a self-fencing StatefulSet pod on a partitioned node is
+// held until its Lease has been unrenewed for the wait, RetryAfter says
+// when, and then it is force-deleted.
+func TestACheckerFreesASelfFencedPodOnceItsLeaseIsExpiredForTheWait(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(fenceStart)
+	pods := fake.New(fake.Options{}, evictedOn("pg-1", "n1", ownedByStatefulSet, selfFencing))
+	nodes := fake.NewNodes(unreachableNode("n1"))
+	checker, err := health.New(pods, pods, health.Options{Nodes: nodes, Clock: clk, Fencers: []health.Fencer{newLeaseFencer(t, newLeases(lease("pg-1", fenceStart.Add(-3*time.Second), "1")))}})
+	require.NoError(t, err)
+
+	report, err := checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
+	require.Contains(t, report.Pods[0].HeldBack.Detail, "owned by StatefulSet db; lease ns/pg held by pg-1 fences once unrenewed for 27s")
+	require.Equal(t, leaseWait, report.RetryAfter)
+
+	clk.SetTime(fenceStart.Add(report.RetryAfter))
+	report, err = checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.ForceDeleted, report.Pods[0].Outcome)
+	require.Len(t, pods.Deletes(), 1)
+}
