@@ -48,7 +48,7 @@ func TestFencer(f health.Fencer, cases ...Case) error {
 	name, err := call(func() string { return f.Name() })
 	switch {
 	case err != nil:
-		return fmt.Errorf("Name: %w", err)
+		return fmt.Errorf("fencertest: asking the fencer its name: %w", err)
 	case name == "":
 		fail("Name is empty")
 	}
@@ -153,7 +153,7 @@ func concurrently(ctx context.Context, f health.Fencer, cases []Case, want []hea
 func replay(ctx context.Context, f health.Fencer, c Case, rec *Record) (health.Fence, error) {
 	for _, at := range c.Earlier {
 		if !at.Before(c.Query.Now) {
-			return health.Fence{}, fmt.Errorf("Earlier time %v is not before the query's %v", at, c.Query.Now)
+			return health.Fence{}, fmt.Errorf("case time %v of Earlier is not before the query's %v", at, c.Query.Now)
 		}
 		if _, err := ask(ctx, f, c.Query, at, rec); err != nil {
 			return health.Fence{}, fmt.Errorf("asked at the earlier %v: %w", at, err)

@@ -84,7 +84,7 @@ func TestForceDelete(t *testing.T) {
 			want: []types.UID{f.taintEvicted.UID},
 			code: ExitHeldBack,
 			results: []string{
-				"pod default/db-0: held back: needs fencing evidence (node gone, or not Ready with the out-of-service taint): owned by StatefulSet db; once node node-lost is powered off: kubectl taint node node-lost node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
+				"pod default/db-0: held back: needs fencing evidence (its node gone or out of service, or a fencer's proof): owned by StatefulSet db; once node node-lost is powered off: kubectl taint node node-lost node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
 				"pod default/taint-evicted: force-deleted",
 			},
 		},
@@ -224,7 +224,7 @@ func TestForceDeleteWithoutNodeEvidence(t *testing.T) {
 	res := run(t, client, runOptions{}, "--force-delete", "--yes")
 	require.Equal(t, ExitHeldBack, res.code, res.stderr)
 	require.Equal(t, []string{
-		"pod default/db-0: held back: needs fencing evidence (node gone, or not Ready with the out-of-service taint): owned by StatefulSet db; once node node-lost is powered off: kubectl taint node node-lost node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
+		"pod default/db-0: held back: needs fencing evidence (its node gone or out of service, or a fencer's proof): owned by StatefulSet db; once node node-lost is powered off: kubectl taint node node-lost node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
 		"pod default/taint-evicted: force-deleted",
 	}, lastLines(res.stdout, 2))
 	require.Equal(t, 1, strings.Count(res.stderr, "warning: cannot list nodes"), "the warning is said once: %s", res.stderr)

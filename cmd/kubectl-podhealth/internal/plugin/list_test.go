@@ -157,7 +157,7 @@ func TestOutputFormats(t *testing.T) {
 		require.Contains(t, wlines[0], col)
 	}
 	require.Contains(t, wlines[2], "DeletionByTaintManager", "the wide table shows the rule's evidence")
-	require.Contains(t, wlines[1], "needs fencing evidence (node gone, or not Ready with the out-of-service taint): owned by StatefulSet db")
+	require.Contains(t, wlines[1], "needs fencing evidence (its node gone or out of service, or a fencer's proof): owned by StatefulSet db")
 	require.Contains(t, wlines[1], "kubectl taint node node-lost node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
 
 	js := decode(t, run(t, client, runOptions{}, "-o", "json").stdout)
