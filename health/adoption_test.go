@@ -16,7 +16,8 @@ import (
 
 // client-go's fake clientset does not fill in generateName, so operators'
 // own unit tests hold pods without names (and often without UIDs). They are
-// judged like any other pod: a healthy workload stays healthy.
+// judged like any other pod: a healthy workload stays healthy, and a dead
+// one is held back and fails the check, so that the test's author sees it.
 func TestNamelessPodsAreJudgedLikeAnyOther(t *testing.T) {
 	nameless := newPod("")
 	nameless.UID = ""
@@ -37,8 +38,9 @@ func TestNamelessPodsAreJudgedLikeAnyOther(t *testing.T) {
 	checker, err = health.New(source, deleter, health.Options{})
 	require.NoError(t, err)
 	report, err = checker.CheckReport(context.Background())
-	require.NoError(t, err, "D9: a pod that cannot be force-deleted safely is held back, not an error")
-	require.True(t, report.Healthy, "the nameless live pod still counts")
+	require.ErrorIs(t, err, health.ErrUnidentifiedPod, "a dead pod that cannot be force-deleted safely fails the check: its source is wrong")
+	require.False(t, report.Healthy, "a failed check is no answer")
+	require.Equal(t, health.Alive, report.Pods[0].Verdict.State)
 	require.Equal(t, health.HeldBack, report.Pods[1].Outcome)
 	require.Equal(t, health.HeldUnidentified, report.Pods[1].HeldBack.Reason)
 	require.Zero(t, deletes, "nothing unsafe is ever sent")

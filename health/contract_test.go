@@ -250,12 +250,13 @@ func countContaining(lines []string, s string) int {
 	return n
 }
 
-// TestDeadPodWithoutNameOrUIDIsHeldBackNotAnError: a dead pod without a
-// name or a UID, which only fake clientsets serve (they ignore
-// generateName), is held back (HeldUnidentified): not alive, and no error
-// (rows D9 and D8, not D5), so that a caller's reconcile creates its
-// replacement instead of retrying for ever. No DELETE is sent.
-func TestDeadPodWithoutNameOrUIDIsHeldBackNotAnError(t *testing.T) {
+// TestADeadPodWithoutNameOrUIDIsHeldBackAndFailsTheCheck: a dead pod
+// without a name or a UID, which only fake clientsets serve (they ignore
+// generateName, or set no UIDs), is held back (HeldUnidentified) and the
+// check fails with ErrUnidentifiedPod, in the pod's report too, as in row
+// D5: the caller's source is wrong, and a silent hold hid it. No DELETE is
+// sent.
+func TestADeadPodWithoutNameOrUIDIsHeldBackAndFailsTheCheck(t *testing.T) {
 	noUID := taintEvicted("no-uid")
 	noUID.UID = ""
 	noName := taintEvicted("")
@@ -264,9 +265,9 @@ func TestDeadPodWithoutNameOrUIDIsHeldBackNotAnError(t *testing.T) {
 		pods        []*corev1.Pod
 		wantHealthy bool
 	}{
-		{"no name, nothing alive: D9", []*corev1.Pod{noName}, false},
-		{"no UID, nothing alive: D9", []*corev1.Pod{noUID}, false},
-		{"no UID, a pod alive: D8", []*corev1.Pod{newPod("alive"), noUID}, true},
+		{"no name, nothing alive", []*corev1.Pod{noName}, false},
+		{"no UID, nothing alive", []*corev1.Pod{noUID}, false},
+		{"no UID, a pod alive", []*corev1.Pod{newPod("alive"), noUID}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -276,17 +277,18 @@ func TestDeadPodWithoutNameOrUIDIsHeldBackNotAnError(t *testing.T) {
 			checker, err := health.New(source, deleter, health.Options{Clock: clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))})
 			require.NoError(t, err)
 			report, err := checker.CheckReport(context.Background())
-			require.NoError(t, err)
+			require.ErrorIs(t, err, health.ErrUnidentifiedPod)
+			require.Contains(t, err.Error(), "does the source's client set UIDs?")
 			require.Equal(t, tt.wantHealthy, report.Healthy)
 			last := report.Pods[len(report.Pods)-1]
 			require.Equal(t, health.Dead, last.Verdict.State)
 			require.Equal(t, health.HeldBack, last.Outcome)
 			require.Equal(t, health.HeldUnidentified, last.HeldBack.Reason)
-			require.NoError(t, last.Err)
+			require.ErrorIs(t, last.Err, health.ErrUnidentifiedPod)
 			require.Zero(t, deletes)
 
 			healthy, err := checker.Check(context.Background())
-			require.NoError(t, err, "the quiet check answers the same")
+			require.ErrorIs(t, err, health.ErrUnidentifiedPod, "the quiet check answers the same")
 			require.Equal(t, tt.wantHealthy, healthy)
 		})
 	}
@@ -442,7 +444,11 @@ func TestHeldBackReasonsAreTyped(t *testing.T) {
 			checker, err := health.New(source, health.DeleterFunc(func(context.Context, *corev1.Pod) error { return nil }), opts)
 			require.NoError(t, err)
 			report, err := checker.CheckReport(context.Background())
-			require.NoError(t, err)
+			if tt.want == health.HeldUnidentified {
+				require.ErrorIs(t, err, health.ErrUnidentifiedPod)
+			} else {
+				require.NoError(t, err)
+			}
 			last := report.Pods[len(report.Pods)-1]
 			require.Equal(t, health.HeldBack, last.Outcome)
 			require.Equal(t, tt.want, last.HeldBack.Reason, last.HeldBack.String())

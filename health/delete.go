@@ -28,8 +28,14 @@ var errDeletePanicked = errors.New("the force delete panicked")
 func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 	if pod.Name == "" || pod.UID == "" {
 		// Without a UID precondition the DELETE could hit a newer pod of
-		// the same name; every Deleter refuses it too (ErrUnidentifiedPod).
-		return k.held(pod, v, Hold{Reason: HeldUnidentified, Detail: "the pod has no name or no UID, so its force delete could not carry a UID precondition"})
+		// the same name; every Deleter refuses it too. No API server
+		// serves such a pod, so the caller's source is wrong (a fake
+		// client that sets no UIDs, a transform that drops them): fail
+		// the check, so that it is seen rather than silently held.
+		res := k.held(pod, v, Hold{Reason: HeldUnidentified, Detail: "the pod has no name or no UID, so its force delete could not carry a UID precondition"})
+		res.err = fmt.Errorf("podhealth: dead pod %q of namespace %q (uid %q): %w (no API server serves such a pod: does the source's client set UIDs? podsource/controllerruntime/fakeapi does)",
+			pod.Name, pod.Namespace, pod.UID, ErrUnidentifiedPod)
+		return res
 	}
 	if !k.dryRun && k.memory.remembers(pod.UID, k.time()) {
 		return k.deletedEarlier(pod)

@@ -57,9 +57,11 @@
 // In D5 every dead pod is still attempted; each *DeleteError unwraps to the
 // Deleter's own error, so errors.Is, errors.As and apierrors.IsXxx reach it.
 // A dead pod without a name or a UID is judged like any other, but held back
-// (HeldUnidentified, rows D8 and D9, no error): without a UID precondition
-// its DELETE could hit a newer pod, and every Deleter refuses it too
-// (ErrUnidentifiedPod). In D7 a context that is done
+// (HeldUnidentified): without a UID precondition its DELETE could hit a
+// newer pod, and every Deleter refuses it too. No API server serves such a
+// pod, so the check fails as in D5, with an error wrapping
+// ErrUnidentifiedPod that names the pod: the caller's source (a fake client
+// that sets no UIDs) is wrong, and a silent hold would hide it. In D7 a context that is done
 // before the check lists nothing; one that ends between force deletes leaves
 // the remaining dead pods NotAttempted. A source that returns a nil pod
 // fails the check with a *ListError (D6), and nothing is deleted.

@@ -42,5 +42,7 @@ var ErrClaimUnavailable = errors.New("podhealth: a claim's access modes could no
 // ErrUnidentifiedPod is what the Deleters of this repository return for a
 // pod without a name or a UID, sending nothing: such a delete could hit
 // another pod (a newer one of the same name). A Checker never asks: it
-// holds such a dead pod back (HeldUnidentified).
+// holds such a dead pod back (HeldUnidentified), and the check fails with
+// an error wrapping ErrUnidentifiedPod, also in the pod's PodReport.Err,
+// because no API server serves such a pod: the source is wrong.
 var ErrUnidentifiedPod = errors.New("pod has no name or no UID; refusing to force-delete it without a UID precondition")

@@ -82,9 +82,10 @@ type PodReport struct {
 	// HeldBack says why, when Outcome is HeldBack; the zero Hold
 	// otherwise.
 	HeldBack Hold
-	// Err is the *DeleteError when Outcome is DeleteFailed, and an error
-	// wrapping ErrClaimUnavailable when the pod is HeldBack because its
-	// claim could not be read.
+	// Err is the *DeleteError when Outcome is DeleteFailed; when Outcome is
+	// HeldBack, an error wrapping ErrClaimUnavailable (its claim could not
+	// be read), a *FenceError (a fencer failed) or ErrUnidentifiedPod (it
+	// has no name or UID).
 	Err error
 }
 

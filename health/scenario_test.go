@@ -880,8 +880,10 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, or oracle, o outcome,
 	// The verdicts and outcomes, in list order: each dead pod with a UID
 	// was sent unless remembered or held back, until the context ended; the
 	// dead pods after that were not attempted. A held-back pod counts in
-	// neither column (rows D8 and D9).
+	// neither column (rows D8 and D9), except one without a name or UID,
+	// which fails the check (its source is wrong).
 	alive, allRemoved, stopped := 0, true, false
+	unidentified := make([]bool, len(listed))
 	for i, p := range listed {
 		state := or.state(p)
 		want := health.NoAction
@@ -895,7 +897,9 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, or oracle, o outcome,
 				want = health.NotAttempted
 				require.False(t, sent, "pod %s was deleted after the context ended", p.Name)
 			case p.UID == "" || p.Name == "":
-				want = health.HeldBack // unidentified: row D9, not D5
+				want = health.HeldBack // unidentified: held back, and an error
+				unidentified[i] = true
+				allRemoved = false
 				require.False(t, sent, "pod %q without a name or UID was deleted", p.Name)
 			case removedBefore[p.UID]:
 				want = health.DeletedEarlier
@@ -920,7 +924,11 @@ func requireInvariants(t testing.TB, listed []*corev1.Pod, or oracle, o outcome,
 			require.Same(t, p, got.Pod, "the report holds the listed pod itself")
 			require.Equal(t, state, got.Verdict.State, "verdict of pod %s: %+v", p.Name, got.Verdict)
 			require.Equal(t, want, got.Outcome, "outcome of pod %s (%v)", p.Name, state)
-			require.Equal(t, want == health.DeleteFailed, got.Err != nil, "pod %s: outcome %v with error %v", p.Name, got.Outcome, got.Err)
+			require.Equal(t, want == health.DeleteFailed || unidentified[i], got.Err != nil, "pod %s: outcome %v with error %v", p.Name, got.Outcome, got.Err)
+			if unidentified[i] {
+				require.ErrorIs(t, got.Err, health.ErrUnidentifiedPod)
+				require.ErrorIs(t, o.err, health.ErrUnidentifiedPod)
+			}
 			require.Equal(t, want == health.HeldBack, got.HeldBack.Reason != health.NotHeld, "pod %s: outcome %v held back for %q", p.Name, got.Outcome, got.HeldBack)
 		}
 	}

@@ -312,22 +312,22 @@ func TestNamelessRegistryPodOfTheFakeClientsetStaysHealthy(t *testing.T) {
 
 // A dead registry pod that the fake clientset stored without a name or a
 // UID (it ignores generateName) cannot be force-deleted safely, so it is
-// held back: the check answers (false, nil), as for any dead pod held back
-// (row D9), not an error, and Ensure creates the replacement, as OLM's own
-// reconciler tests expect. No DELETE is sent.
-func TestNamelessDeadRegistryPodOfTheFakeClientsetIsHeldBackAndReplaced(t *testing.T) {
+// held back, and the check fails with health.ErrUnidentifiedPod: no API
+// server serves such a pod, so the test's fake is wrong, and a silent hold
+// would hide it. Ensure then creates nothing and deletes nothing.
+func TestNamelessDeadRegistryPodOfTheFakeClientsetFailsTheCheck(t *testing.T) {
 	dead := registryPod(t, testutil.PodTaintEvicted, catalog)
 	dead.Name, dead.UID = "", ""
 	w := newWorld(t, []*corev1.Pod{dead}, testutil.LoadNode(t, testutil.NodeLost))
-	nameLikeTheAPIServer(w.client) // the replacement gets a name, the seeded pod keeps none
+	nameLikeTheAPIServer(w.client) // a replacement would get a name, the seeded pod keeps none
 	ctx := context.Background()
 
 	healthy, err := w.reconciler(t).CheckRegistryServer(ctx, catalog)
-	require.NoError(t, err, "a pod that cannot be identified is held back, not an error")
+	require.ErrorIs(t, err, health.ErrUnidentifiedPod, "the caller sees why nothing was deleted")
 	require.False(t, healthy)
 
-	require.NoError(t, w.reconciler(t).EnsureRegistryServer(ctx, catalog))
-	require.Len(t, w.creates(0), 1, "the replacement is created")
+	require.ErrorIs(t, w.reconciler(t).EnsureRegistryServer(ctx, catalog), health.ErrUnidentifiedPod)
+	require.Empty(t, w.creates(0), "a failed check creates nothing")
 	require.Empty(t, w.deletes(0), "nothing is deleted without a UID precondition")
 }
 

@@ -2,14 +2,18 @@ package controllerruntime
 
 import (
 	"errors"
-	"fmt"
+	"reflect"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
+	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 // Manager is what NewChecker uses of a controller-runtime manager:
@@ -49,11 +53,80 @@ type Options struct {
 	// both hear every report (health.MultiObserver). Before v0.23, whose
 	// managers have only the core/v1 recorder, add kube.NewEventObserver
 	// over mgr.GetEventRecorderFor("podhealth") to Health.Observer
-	// instead. Nil means no events.
+	// instead, or set CoreEventRecorder. Nil means no events.
 	EventRecorder events.EventRecorder
+	// CoreEventRecorder, when not nil, records the same events through a
+	// core/v1 recorder, as podsource/kube's EventObserver does: the
+	// mgr.GetEventRecorderFor("podhealth") that most operators hold. Set
+	// it or EventRecorder, not both.
+	CoreEventRecorder record.EventRecorder
 	// EventObject, when not nil, is the object the events regard, such as
 	// the workload's own object (EventObserverOptions.Object).
 	EventObject runtime.Object
+}
+
+// managerState is what the checkers of one manager share however often
+// NewChecker builds one: the node and claim readers, whose stall guard
+// must outlive a reconcile to make an unsynced cache cost one timeout,
+// and the record of holds already recorded as events.
+type managerState struct {
+	nodes, liveNodes *Nodes
+	claims           *Claims
+	held             *podsource.HeldEvents
+}
+
+// maxManagerStates bounds the managers remembered (a process has one or a
+// few; a test may build many); past it, the oldest is forgotten.
+const maxManagerStates = 64
+
+var managerStates struct {
+	sync.Mutex
+	byKey map[Manager]*managerState
+	order []Manager
+}
+
+// stateOf returns the state of mgr, making it on first use. A Manager
+// that is not a pointer, as controller-runtime's are, gets new state on
+// each call: a struct may hold what cannot be a map key.
+func stateOf(mgr Manager, c client.Client) (*managerState, error) {
+	live := mgr.GetAPIReader()
+	key := mgr
+	comparable := reflect.TypeOf(mgr).Kind() == reflect.Pointer
+	if comparable {
+		managerStates.Lock()
+		defer managerStates.Unlock()
+		if s, ok := managerStates.byKey[key]; ok {
+			return s, nil
+		}
+	}
+	s := &managerState{}
+	var err error
+	if s.nodes, err = NewNodes(c); err != nil {
+		return nil, err
+	}
+	if !isNil(live) {
+		if s.liveNodes, err = NewNodes(live); err != nil {
+			return nil, err
+		}
+	}
+	if s.claims, err = NewClaims(c); err != nil {
+		return nil, err
+	}
+	if s.held, err = podsource.NewHeldEvents(podsource.HeldEventsOptions{}); err != nil {
+		return nil, err
+	}
+	if comparable {
+		if managerStates.byKey == nil {
+			managerStates.byKey = map[Manager]*managerState{}
+		}
+		if len(managerStates.order) >= maxManagerStates {
+			delete(managerStates.byKey, managerStates.order[0])
+			managerStates.order = managerStates.order[1:]
+		}
+		managerStates.byKey[key] = s
+		managerStates.order = append(managerStates.order, key)
+	}
+	return s, nil
 }
 
 // NewChecker builds, from a manager, a Checker of the pods of namespace
@@ -62,8 +135,12 @@ type Options struct {
 // EventObserver over opts.EventRecorder, as opts say. namespace and
 // selector are required, and refused as NewPodSource refuses them.
 //
-// It is cheap enough to call in every reconcile; the checkers of one
-// manager should then share a health.Memory in opts.Health.Memory, so that
+// It is cheap enough to call in every reconcile. The checkers it builds
+// for one manager share their node and
+// claim readers, so that a cache that never syncs costs one read timeout
+// in all rather than one per reconcile, and the record of holds already
+// recorded, so that a hold gets one event rather than one per reconcile.
+// They should share a health.Memory in opts.Health.Memory too, so that
 // what one checker deleted is not deleted again by the next.
 func NewChecker(mgr Manager, namespace string, selector labels.Selector, opts Options) (*health.Checker, error) {
 	if isNil(mgr) {
@@ -79,29 +156,37 @@ func NewChecker(mgr Manager, namespace string, selector labels.Selector, opts Op
 		return nil, err
 	}
 	h := opts.Health
+	if !isNil(opts.EventRecorder) && !isNil(opts.CoreEventRecorder) {
+		return nil, errors.New("controllerruntime: NewChecker: both EventRecorder and CoreEventRecorder are set, and every event would be recorded twice: set one")
+	}
+	shared, err := stateOf(mgr, c)
+	if err != nil {
+		return nil, err
+	}
 	if !opts.NoNodeEvidence {
 		if h.Nodes == nil {
-			if h.Nodes, err = NewNodes(c); err != nil {
-				return nil, err
-			}
+			h.Nodes = shared.nodes
 		}
 		if h.LiveNodes == nil {
-			if h.LiveNodes, err = NewNodes(mgr.GetAPIReader()); err != nil {
-				return nil, fmt.Errorf("controllerruntime: NewChecker: live reader: %w", err)
+			if shared.liveNodes == nil {
+				return nil, errors.New("controllerruntime: NewChecker: live reader: nil client.Reader from GetAPIReader")
 			}
+			h.LiveNodes = shared.liveNodes
 		}
 	}
 	if opts.ClaimEvidence && h.Claims == nil {
-		if h.Claims, err = NewClaims(c); err != nil {
-			return nil, err
-		}
+		h.Claims = shared.claims
 	}
-	if !isNil(opts.EventRecorder) {
-		events, err := NewEventObserver(opts.EventRecorder, EventObserverOptions{Object: opts.EventObject})
-		if err != nil {
-			return nil, err
-		}
-		h.Observer = health.MultiObserver(h.Observer, events)
+	var events health.Observer
+	switch {
+	case !isNil(opts.EventRecorder):
+		events, err = NewEventObserver(opts.EventRecorder, EventObserverOptions{Object: opts.EventObject, HeldEvents: shared.held})
+	case !isNil(opts.CoreEventRecorder):
+		events, err = kube.NewEventObserver(opts.CoreEventRecorder, kube.EventObserverOptions{Object: opts.EventObject, HeldEvents: shared.held})
 	}
+	if err != nil {
+		return nil, err
+	}
+	h.Observer = health.MultiObserver(h.Observer, events)
 	return health.New(source, deleter, h)
 }

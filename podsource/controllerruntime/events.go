@@ -31,6 +31,11 @@ type EventObserverOptions struct {
 	// reference (its kind is in the recorder's scheme, or it is a
 	// *corev1.ObjectReference). Nil means the pod.
 	Object runtime.Object
+	// HeldEvents, when not nil, is the record of holds already recorded,
+	// shared with other observers (see podsource.HeldEvents): share one
+	// when observers are built per reconcile or per report. Nil means a
+	// record of the observer's own, with the default repeat.
+	HeldEvents *podsource.HeldEvents
 }
 
 // EventObserver is a health.Observer that records a Kubernetes event
@@ -38,9 +43,11 @@ type EventObserverOptions struct {
 // returns from controller-runtime v0.23 on (before v0.23, managers have only
 // the core/v1 recorder of mgr.GetEventRecorderFor: use podsource/kube's
 // EventObserver over it). It records what podsource/kube's EventObserver
-// records, with the same reasons: each force delete that a Checker sends (or would send, in a dry
-// run), each one that failed, and each dead pod it holds back. Other
-// outcomes record nothing.
+// records, with the same reasons: each force delete that a Checker sends
+// (or would send, in a dry run), each one that failed, and each hold of a
+// dead pod when it starts or its reason changes, and again every
+// podsource.DefaultHeldRepeat while it lasts (podsource.HeldEvents), not at
+// every check. Other outcomes record nothing.
 //
 // The recorder is given a *corev1.ObjectReference built from the pod,
 // never the pod itself, so a pod from a cache is not touched.
@@ -50,6 +57,7 @@ type EventObserverOptions struct {
 type EventObserver struct {
 	recorder events.EventRecorder
 	object   runtime.Object
+	held     *podsource.HeldEvents
 }
 
 // NewEventObserver returns an EventObserver that records through recorder,
@@ -58,13 +66,20 @@ func NewEventObserver(recorder events.EventRecorder, opts EventObserverOptions) 
 	if isNil(recorder) {
 		return nil, errors.New("controllerruntime: NewEventObserver: nil events.EventRecorder")
 	}
-	return &EventObserver{recorder: recorder, object: opts.Object}, nil
+	held := opts.HeldEvents
+	if held == nil {
+		held, _ = podsource.NewHeldEvents(podsource.HeldEventsOptions{}) // the defaults are valid
+	}
+	return &EventObserver{recorder: recorder, object: opts.Object, held: held}, nil
 }
 
 // Observe records the event for one pod's report, when its outcome is one
 // that calls for it, and nothing otherwise: a Checker calls it for every
 // pod of every check. It does not change r.Pod.
 func (o *EventObserver) Observe(_ context.Context, r health.PodReport) {
+	if !o.held.Record(r) {
+		return // this hold was recorded already
+	}
 	e, ok := podsource.EventFor(r)
 	if !ok {
 		return

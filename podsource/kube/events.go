@@ -22,6 +22,11 @@ type EventObserverOptions struct {
 	// object the recorder can reference (it has a kind in the recorder's
 	// scheme, or is a *corev1.ObjectReference). Nil means the pod.
 	Object runtime.Object
+	// HeldEvents, when not nil, is the record of holds already recorded,
+	// shared with other observers (see podsource.HeldEvents): share one
+	// when observers are built per reconcile. Nil means a record of the
+	// observer's own, with the default repeat.
+	HeldEvents *podsource.HeldEvents
 }
 
 // EventObserver is a health.Observer that records a Kubernetes event for
@@ -29,8 +34,9 @@ type EventObserverOptions struct {
 // each dead pod it holds back, with the reasons and messages of
 // podsource.EventFor (podsource.ReasonForceDeleted and the others).
 // Outcomes that podsource.EventFor gives no event record nothing. A pod
-// held back is recorded at each check that holds it back; client-go's
-// recorders fold the repeats into one event with a count.
+// held back is recorded when its hold starts or its reason changes, and
+// again every podsource.DefaultHeldRepeat while it lasts, not at every
+// check (podsource.HeldEvents).
 //
 // When the event is recorded on the pod, the recorder is given a
 // *corev1.ObjectReference built from the pod, never the pod itself, so a
@@ -41,6 +47,7 @@ type EventObserverOptions struct {
 type EventObserver struct {
 	recorder record.EventRecorder
 	object   runtime.Object
+	held     *podsource.HeldEvents
 }
 
 // NewEventObserver returns an EventObserver that records through recorder,
@@ -49,7 +56,11 @@ func NewEventObserver(recorder record.EventRecorder, opts EventObserverOptions) 
 	if isNil(recorder) {
 		return nil, errors.New("kube: NewEventObserver: nil EventRecorder (a typed nil too)")
 	}
-	return &EventObserver{recorder: recorder, object: opts.Object}, nil
+	held := opts.HeldEvents
+	if held == nil {
+		held, _ = podsource.NewHeldEvents(podsource.HeldEventsOptions{}) // the defaults are valid
+	}
+	return &EventObserver{recorder: recorder, object: opts.Object, held: held}, nil
 }
 
 // Observe records the event for one pod's report, when its outcome is one
@@ -57,6 +68,9 @@ func NewEventObserver(recorder record.EventRecorder, opts EventObserverOptions) 
 // for every pod of every check, far too often for events. It does not
 // change r.Pod.
 func (o *EventObserver) Observe(_ context.Context, r health.PodReport) {
+	if !o.held.Record(r) {
+		return // this hold was recorded already
+	}
 	if e, ok := podsource.EventFor(r); ok {
 		o.recorder.Event(o.target(r.Pod), corev1.EventTypeWarning, e.Reason, e.Message)
 	}

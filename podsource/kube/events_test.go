@@ -3,6 +3,8 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,9 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource"
+	podfake "github.com/podhealth/podhealth/podsource/fake"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -139,4 +143,45 @@ func TestEventObserverRecordsOnTheObjectTheCallerChose(t *testing.T) {
 	require.Equal(t, "ConfigMap", ev.InvolvedObject.Kind)
 	require.Equal(t, "registry-owner", ev.InvolvedObject.Name)
 	require.Contains(t, ev.Message, "default/taint-evicted", "the message must name the pod when the event is on another object")
+}
+
+// A Checker that checks every second holds a StatefulSet pod: its
+// observer records one event for the hold, not one per check, also when
+// the observer is built anew per check and shares its HeldEvents; once the
+// pod is deleted, that is recorded too.
+func TestEventObserverRecordsAHoldOnceNotAtEachCheck(t *testing.T) {
+	pod := loadPod(t, podTaintEvicted)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts", Controller: ptr.To(true)}}
+	for _, perCheck := range []bool{false, true} {
+		t.Run(fmt.Sprintf("observer built per check: %v", perCheck), func(t *testing.T) {
+			pods := podfake.New(podfake.Options{}, pod.DeepCopy())
+			rec := record.NewFakeRecorder(100)
+			held, err := podsource.NewHeldEvents(podsource.HeldEventsOptions{})
+			require.NoError(t, err)
+			shared, err := kube.NewEventObserver(rec, kube.EventObserverOptions{})
+			require.NoError(t, err)
+			memory := &health.Memory{}
+			check := func(fencing health.Fencing) {
+				obs := shared
+				if perCheck {
+					obs, err = kube.NewEventObserver(rec, kube.EventObserverOptions{HeldEvents: held})
+					require.NoError(t, err)
+				}
+				checker, err := health.New(pods, pods, health.Options{Observer: obs, Memory: memory, Fencing: fencing})
+				require.NoError(t, err)
+				_, err = checker.CheckReport(context.Background())
+				require.NoError(t, err)
+			}
+			for range 5 {
+				check(health.FenceStateful)
+			}
+			check(health.FenceNever)
+			close(rec.Events)
+			var reasons []string
+			for e := range rec.Events {
+				reasons = append(reasons, strings.Fields(e)[1])
+			}
+			require.Equal(t, []string{podsource.ReasonHeldBack, podsource.ReasonForceDeleted}, reasons)
+		})
+	}
 }

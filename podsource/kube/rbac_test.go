@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -14,10 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/internal/testutil/informertest"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -54,7 +57,8 @@ func granted(rules []rbacv1.PolicyRule, cluster bool) []string {
 // claim evidence does: pod, node and claim informers, a check that
 // force-deletes a dead pod whose node LiveNodes confirms gone and holds
 // back a StatefulSet pod, twice, with events recorded through a real
-// broadcaster (the repeated held-back event is a patch). Every request it
+// broadcaster (the held-back event, repeated once its repeat has passed,
+// is a patch). Every request it
 // sent must be granted by PolicyRules or EvidencePolicyRules, and every
 // permission they grant must have been used.
 func TestPolicyRulesGrantExactlyWhatAFullRunSends(t *testing.T) {
@@ -81,7 +85,10 @@ func TestPolicyRulesGrantExactlyWhatAFullRunSends(t *testing.T) {
 	require.NoError(t, err)
 	live, err := kube.NewLiveNodes(client.CoreV1())
 	require.NoError(t, err)
-	observer, err := kube.NewEventObserver(newBroadcastRecorder(t, client), kube.EventObserverOptions{})
+	eventClock := clocktesting.NewFakePassiveClock(time.Now())
+	held, err := podsource.NewHeldEvents(podsource.HeldEventsOptions{Clock: eventClock})
+	require.NoError(t, err)
+	observer, err := kube.NewEventObserver(newBroadcastRecorder(t, client), kube.EventObserverOptions{HeldEvents: held})
 	require.NoError(t, err)
 	checker, err := health.New(source, deleter, health.Options{Nodes: nodes, LiveNodes: live, Claims: claims, Observer: observer})
 	require.NoError(t, err)
@@ -89,6 +96,7 @@ func TestPolicyRulesGrantExactlyWhatAFullRunSends(t *testing.T) {
 	require.NoError(t, err)
 
 	for range 2 {
+		eventClock.SetTime(eventClock.Now().Add(podsource.DefaultHeldRepeat))
 		report, err := checker.CheckReport(context.Background())
 		require.NoError(t, err)
 		for _, p := range report.Pods {

@@ -120,6 +120,7 @@ type Reconciler struct {
 	liveNodes  *podhealthcr.Nodes
 	claims     *podhealthcr.Claims
 	memory     *health.Memory
+	held       *podsource.HeldEvents // the holds recorded as events, by every group's checker
 	recheck    time.Duration
 	// breakerHeld are the groups whose last check the Breaker held back:
 	// the events that can close the Breaker enqueue them again.
@@ -187,7 +188,11 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 	if now == nil {
 		now = clock.RealClock{}
 	}
-	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, watched: watched, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory,
+	held, err := podsource.NewHeldEvents(podsource.HeldEventsOptions{Clock: now})
+	if err != nil {
+		return nil, err
+	}
+	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, watched: watched, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory, held: held,
 		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}, recheck: recheck,
 		breakerHeld: make(map[types.NamespacedName]struct{}), fencingHeld: make(map[types.NamespacedName]map[types.UID]time.Time), clock: now,
 		live: mgr.GetAPIReader()}
@@ -419,7 +424,7 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 	breaker.Nodes = r.breaker
 	var events health.Observer
 	if r.opts.Recorder != nil {
-		events = ownerEvents{recorder: r.opts.Recorder}
+		events = ownerEvents{recorder: r.opts.Recorder, held: r.held}
 	}
 	var nodes health.NodeGetter = r.nodes
 	if len(r.opts.ShutdownTaints) > 0 {
@@ -451,15 +456,17 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 // owner deleted and created again), and each event names the right one.
 type ownerEvents struct {
 	recorder events.EventRecorder
+	held     *podsource.HeldEvents
 }
 
 var _ health.Observer = ownerEvents{}
 
 func (o ownerEvents) Observe(ctx context.Context, r health.PodReport) {
 	if _, ok := podsource.EventFor(r); !ok || r.Pod == nil {
-		return // most reports: nothing to record, so no observer to build
+		o.held.Record(r) // a hold that ended is forgotten
+		return           // most reports: nothing to record, so no observer to build
 	}
-	var opts podhealthcr.EventObserverOptions
+	opts := podhealthcr.EventObserverOptions{HeldEvents: o.held}
 	if ref := metav1.GetControllerOf(r.Pod); ref != nil {
 		opts.Object = &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: r.Pod.Namespace, Name: ref.Name, UID: ref.UID}
 	}

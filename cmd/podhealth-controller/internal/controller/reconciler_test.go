@@ -530,6 +530,22 @@ func TestEventsRegardTheOwnerAndRelateThePodOrRegardABarePod(t *testing.T) {
 	}
 }
 
+// A StatefulSet pod held for fencing, reconciled again and again (as a
+// re-check or an informer's resync does), gets one event for its hold,
+// not one per reconcile.
+func TestAHoldIsRecordedOnceNotAtEachReconcile(t *testing.T) {
+	held := evicted("shop", "db-0", "lost", "StatefulSet", "db")
+	m := newFakeManager(t, namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable), held)
+	events := &eventLog{}
+	r, err := New(m, Options{Recorder: events})
+	require.NoError(t, err)
+	for range 5 {
+		reconcileAll(t, r, held)
+	}
+	require.True(t, exists(t, m, held), "a StatefulSet pod without fencing evidence stays")
+	require.Equal(t, []string{"DeadPodHeldBack regarding StatefulSet shop/db related Pod shop/db-0"}, events.events)
+}
+
 // TestABreakerHoldIsJudgedAgainWhenTheBreakerMayLetGo: a group held back
 // by the Breaker asks to be judged again within the re-check interval,
 // and a node event anywhere (here a node that is not the pod's coming

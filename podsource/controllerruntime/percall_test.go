@@ -1,0 +1,104 @@
+package controllerruntime_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/podsource"
+	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
+)
+
+// heldStatefulPod is a taint-evicted StatefulSet pod on a node that is
+// not Ready and not out of service: held for fencing.
+func heldStatefulPod(t *testing.T) *corev1.Pod {
+	pod := loadPod(t, testutil.PodTaintEvicted)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "registry", UID: "sts", Controller: ptr.To(true)}}
+	return pod
+}
+
+// An operator that builds its Checker in every reconcile, as the docs
+// allow, over a node cache that never syncs: the reads of the first
+// reconcile pay the timeout, and the next reconciles pay none, because
+// the checkers of one manager share their node readers.
+func TestCheckersBuiltPerReconcileShareOneStallGuard(t *testing.T) {
+	old := crh.SetReadTimeout(200 * time.Millisecond)
+	t.Cleanup(func() { crh.SetReadTimeout(old) })
+	var nodeReads atomic.Int32
+	stalled := interceptor.NewClient(apiServer(t, objects(heldStatefulPod(t))...), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Node); ok {
+				nodeReads.Add(1)
+				<-ctx.Done() // the node informer never syncs
+				return ctx.Err()
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	mgr := &manager{cache: stalled, live: stalled}
+	memory := &health.Memory{}
+	for i := range 5 {
+		checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{Health: health.Options{Memory: memory}})
+		require.NoError(t, err)
+		report, err := checker.CheckReport(context.Background())
+		require.NoError(t, err)
+		require.ErrorIs(t, report.NodeEvidence, health.ErrNodesUnavailable, "reconcile %d", i)
+	}
+	require.LessOrEqual(t, int(nodeReads.Load()), 2, "node reads over five reconciles: one timed out, at most one probe since")
+}
+
+// Checkers built per reconcile over one manager record one event for a
+// hold that lasts, through either kind of recorder, and NewChecker refuses
+// both recorders at once.
+func TestCheckersBuiltPerReconcileRecordAHoldOnce(t *testing.T) {
+	lost := loadNode(t, testutil.NodeLost)
+	t.Run("events.k8s.io recorder", func(t *testing.T) {
+		c := apiServer(t, append(objects(heldStatefulPod(t)), lost)...)
+		mgr := &manager{cache: c, live: c}
+		rec := &recordingRecorder{}
+		for range 5 {
+			checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{EventRecorder: rec})
+			require.NoError(t, err)
+			report, err := checker.CheckReport(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
+		}
+		require.Len(t, rec.recorded(), 1)
+		require.Equal(t, podsource.ReasonHeldBack, rec.recorded()[0].Reason)
+	})
+	t.Run("core/v1 recorder", func(t *testing.T) {
+		c := apiServer(t, append(objects(heldStatefulPod(t)), lost)...)
+		mgr := &manager{cache: c, live: c}
+		rec := record.NewFakeRecorder(10)
+		for range 5 {
+			checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{CoreEventRecorder: rec})
+			require.NoError(t, err)
+			_, err = checker.CheckReport(context.Background())
+			require.NoError(t, err)
+		}
+		close(rec.Events)
+		var got []string
+		for e := range rec.Events {
+			got = append(got, e)
+		}
+		require.Len(t, got, 1)
+		require.True(t, strings.HasPrefix(got[0], "Warning "+podsource.ReasonHeldBack+" "), got[0])
+	})
+	t.Run("both", func(t *testing.T) {
+		c := apiServer(t)
+		_, err := crh.NewChecker(&manager{cache: c, live: c}, "default", registry, crh.Options{EventRecorder: &recordingRecorder{}, CoreEventRecorder: record.NewFakeRecorder(1)})
+		require.ErrorContains(t, err, "both EventRecorder and CoreEventRecorder")
+	})
+}
