@@ -155,6 +155,33 @@ func NewChecker(mgr Manager, namespace string, selector labels.Selector, opts Op
 	if err != nil {
 		return nil, err
 	}
+	return newChecker(mgr, c, source, deleter, opts)
+}
+
+// NewCheckerForOwner is NewChecker for the pods that owner controls
+// (NewOwnedPodSource, NewOwnedDeleter), for an operator that finds its
+// pods by owner rather than by label: ownerIndex, when not empty, is the
+// name of the operator's field index of pods by their controller's name,
+// which the list uses.
+func NewCheckerForOwner(mgr Manager, owner client.Object, ownerIndex string, opts Options) (*health.Checker, error) {
+	if isNil(mgr) {
+		return nil, errors.New("controllerruntime: NewCheckerForOwner: nil Manager")
+	}
+	c := mgr.GetClient()
+	source, err := NewOwnedPodSource(c, owner, ownerIndex)
+	if err != nil {
+		return nil, err
+	}
+	deleter, err := NewOwnedDeleter(c, owner)
+	if err != nil {
+		return nil, err
+	}
+	return newChecker(mgr, c, source, deleter, opts)
+}
+
+// newChecker wires source and deleter with the evidence and events of
+// opts.
+func newChecker(mgr Manager, c client.Client, source health.PodSource, deleter health.Deleter, opts Options) (*health.Checker, error) {
 	h := opts.Health
 	if !isNil(opts.EventRecorder) && !isNil(opts.CoreEventRecorder) {
 		return nil, errors.New("controllerruntime: NewChecker: both EventRecorder and CoreEventRecorder are set, and every event would be recorded twice: set one")

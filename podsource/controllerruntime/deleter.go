@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podhealth/podhealth/health"
@@ -32,6 +34,9 @@ type Deleter struct {
 	writer    client.Writer
 	namespace string
 	selector  labels.Selector
+	// owner, when not empty, is the UID of the controller whose pods
+	// alone the Deleter deletes (NewOwnedDeleter).
+	owner types.UID
 }
 
 // NewDeleter returns a Deleter that sends its DELETE requests through
@@ -84,9 +89,16 @@ func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // InScope returns nil when pod is in the Deleter's scope (its namespace
-// and its label selector), else a *podsource.OutOfScopeError.
+// and its label selector, or its owner), else a *podsource.OutOfScopeError.
 func (d *Deleter) InScope(pod *corev1.Pod) error {
-	return podsource.InScope(pod, d.namespace, d.selector)
+	if err := podsource.InScope(pod, d.namespace, d.selector); err != nil || d.owner == "" {
+		return err
+	}
+	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != d.owner {
+		return &podsource.OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace,
+			Reason: fmt.Sprintf("not controlled by the deleter's owner (uid %s)", d.owner)}
+	}
+	return nil
 }
 
 // deleteOptions returns the options of the force delete of pod: those of

@@ -12,7 +12,7 @@
 //     ever confirm it);
 //   - removes a pod at once on a graceful delete, where an API server only
 //     marks a pod bound to a node for deletion and waits for its kubelet;
-//   - leaves a created object without a UID.
+//   - leaves a created or seeded object without a UID.
 //
 // A test on the bare fake client can therefore pass with a deleter that
 // sends no UID precondition or a graceful delete. NewClient's client
@@ -33,7 +33,12 @@
 //     lost node; a delete with a grace period of 0 (or of a pod not bound
 //     to a node) removes it, unless it has finalizers of its own;
 //   - a create sets a random UID and the creation timestamp when the object
-//     has none.
+//     has none, and a seeded object without a UID gets one.
+//
+// NewClient builds the fake client over client-go's scheme. NewClientFrom
+// wraps an operator's own fake.ClientBuilder instead, keeping its scheme
+// and custom resources, field indexes (a List by an owner index works),
+// status subresources and interceptors.
 //
 // What it does not do: the deletionTimestamp of a graceful delete is the
 // time of the delete, not that time plus the grace period, and

@@ -33,12 +33,31 @@ const defaultGracePeriod = 30
 // the package documentation says. It returns an error when the fake client
 // refuses an object.
 func NewClient(objs ...client.Object) (client.WithWatch, error) {
+	return NewClientFrom(fake.NewClientBuilder().WithScheme(scheme.Scheme), objs...)
+}
+
+// NewClientFrom builds the fake client of builder, an operator's own (its
+// scheme, its custom resources, field indexes, status subresources and
+// interceptors), seeded with objs too, and wraps it as NewClient's is. Pass
+// the objects here rather than to builder.WithObjects, so that each gets
+// what an API server would have given it: a UID when it has none, and a
+// hidden finalizer when it has a deletionTimestamp and no finalizer of its
+// own. objs are copied, never changed; builder is used once (Build). The
+// builder's scheme must know core/v1, for the pods. It returns an error
+// when builder is nil or the fake client refuses an object.
+func NewClientFrom(builder *fake.ClientBuilder, objs ...client.Object) (client.WithWatch, error) {
+	if builder == nil {
+		return nil, fmt.Errorf("fakeapi: NewClientFrom: nil *fake.ClientBuilder")
+	}
 	seeded := make([]client.Object, 0, len(objs))
 	for i, o := range objs {
 		if o == nil {
 			return nil, fmt.Errorf("fakeapi: object %d is nil", i)
 		}
 		o = o.DeepCopyObject().(client.Object)
+		if o.GetUID() == "" {
+			o.SetUID(uuid.NewUUID())
+		}
 		if o.GetDeletionTimestamp() != nil && len(o.GetFinalizers()) == 0 {
 			o.SetFinalizers([]string{Finalizer})
 		}
@@ -52,10 +71,13 @@ func NewClient(objs ...client.Object) (client.WithWatch, error) {
 				err = fmt.Errorf("fakeapi: the fake client refused the objects: %v", r)
 			}
 		}()
-		built = fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(seeded...).Build()
+		built = builder.WithObjects(seeded...).Build()
 	}()
 	if err != nil {
 		return nil, err
+	}
+	if _, err := apiutil.GVKForObject(&corev1.Pod{}, built.Scheme()); err != nil {
+		return nil, fmt.Errorf("fakeapi: NewClientFrom: the builder's scheme does not know pods (add k8s.io/client-go/kubernetes/scheme's AddToScheme): %w", err)
 	}
 	s := &server{}
 	return interceptor.NewClient(built, interceptor.Funcs{

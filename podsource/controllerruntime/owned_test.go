@@ -1,0 +1,134 @@
+package controllerruntime_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/podhealth/podhealth/internal/testutil"
+	"github.com/podhealth/podhealth/podsource"
+	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
+	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
+)
+
+// instanceOwner is a database operator's custom resource, as its object
+// metadata.
+var instanceOwner = &metav1.PartialObjectMetadata{
+	TypeMeta:   metav1.TypeMeta{APIVersion: "db.example.com/v1", Kind: "Cluster"},
+	ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pg", UID: "pg-uid"},
+}
+
+const byOwner = ".metadata.controller"
+
+// instance is a pod of the fixture kind, without labels, that owner
+// (name, UID) controls.
+func instance(t *testing.T, file, name string, ownerName string, ownerUID types.UID) *corev1.Pod {
+	p := loadPod(t, file).DeepCopy()
+	p.Name, p.UID, p.Labels = name, types.UID("uid-"+name), nil
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "db.example.com/v1", Kind: "Cluster", Name: ownerName, UID: ownerUID, Controller: ptr.To(true)}}
+	return p
+}
+
+// operatorClient is an operator's fake client with its index of pods by
+// their controller's name, under fakeapi, seeded with objs.
+func operatorClient(t *testing.T, objs ...client.Object) client.WithWatch {
+	b := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithIndex(&corev1.Pod{}, byOwner, func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	})
+	c, err := fakeapi.NewClientFrom(b, objs...)
+	require.NoError(t, err)
+	return c
+}
+
+// The owner's pods, found by its field index or by listing the namespace:
+// never another owner's, nor those of an owner of the same name that was
+// deleted and created again (another UID).
+func TestOwnedPodSourceListsTheOwnersPodsAlone(t *testing.T) {
+	mine := instance(t, testutil.PodAlive, "pg-1", "pg", "pg-uid")
+	stale := instance(t, testutil.PodAlive, "pg-0", "pg", "an-older-pg")
+	other := instance(t, testutil.PodAlive, "mysql-1", "mysql", "mysql-uid")
+	c := operatorClient(t, mine, stale, other)
+	for _, index := range []string{byOwner, ""} {
+		source, err := crh.NewOwnedPodSource(c, instanceOwner, index)
+		require.NoError(t, err)
+		pods, err := source.ListPods(context.Background())
+		require.NoError(t, err)
+		require.Len(t, pods, 1, "index %q", index)
+		require.Equal(t, "pg-1", pods[0].Name)
+	}
+}
+
+// The owned Deleter deletes the owner's pods and refuses any other without
+// a request.
+func TestOwnedDeleterRefusesPodsTheOwnerDoesNotControl(t *testing.T) {
+	mine := instance(t, testutil.PodTaintEvicted, "pg-1", "pg", "pg-uid")
+	stale := instance(t, testutil.PodTaintEvicted, "pg-0", "pg", "an-older-pg")
+	bare := loadPod(t, testutil.PodTaintEvicted)
+	n := &calls{}
+	c := counted(operatorClient(t, mine, stale, bare), n)
+	d, err := crh.NewOwnedDeleter(c, instanceOwner)
+	require.NoError(t, err)
+	for _, p := range []*corev1.Pod{stale, bare} {
+		err := d.ForceDelete(context.Background(), p)
+		var scope *podsource.OutOfScopeError
+		require.True(t, errors.As(err, &scope), "%s: %v", p.Name, err)
+		require.Contains(t, scope.Reason, "not controlled by the deleter's owner")
+	}
+	require.Zero(t, n.get("delete"), "a refusal sends nothing")
+	require.NoError(t, d.ForceDelete(context.Background(), mine))
+	require.Equal(t, 1, n.get("delete"))
+}
+
+// A database operator's reconcile, as it finds its instance pods (by its
+// owner index, no labels): the dead instance on the lost node goes (no
+// claim, so no fencing needed), the other cluster's dead pod stays.
+func TestNewCheckerForOwnerChecksTheOwnersPods(t *testing.T) {
+	dead := instance(t, testutil.PodTaintEvicted, "pg-1", "pg", "pg-uid")
+	alive := instance(t, testutil.PodAlive, "pg-2", "pg", "pg-uid")
+	others := instance(t, testutil.PodTaintEvicted, "mysql-1", "mysql", "mysql-uid")
+	c := operatorClient(t, dead, alive, others, loadNode(t, testutil.NodeLost), loadNode(t, testutil.NodeHealthy))
+	checker, err := crh.NewCheckerForOwner(&manager{cache: c, live: c}, instanceOwner, byOwner, crh.Options{})
+	require.NoError(t, err)
+	report, err := checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.True(t, report.Healthy)
+	require.Len(t, report.Pods, 2)
+	_, err = getPod(c)(context.Background(), "default", "pg-1")
+	require.True(t, apierrors.IsNotFound(err), "%v", err)
+	_, err = getPod(c)(context.Background(), "default", "mysql-1")
+	require.NoError(t, err, "another owner's pod is not this checker's")
+}
+
+func TestOwnedScopesRefuseOwnersTheyCannotMatch(t *testing.T) {
+	c := operatorClient(t)
+	noUID := instanceOwner.DeepCopy()
+	noUID.UID = ""
+	noNamespace := instanceOwner.DeepCopy()
+	noNamespace.Namespace = ""
+	for name, owner := range map[string]client.Object{"nil": nil, "no UID": noUID, "no namespace": noNamespace} {
+		_, err := crh.NewOwnedPodSource(c, owner, "")
+		require.Error(t, err, name)
+		_, err = crh.NewOwnedDeleter(c, owner)
+		require.Error(t, err, name)
+		_, err = crh.NewCheckerForOwner(&manager{cache: c, live: c}, owner, "", crh.Options{})
+		require.Error(t, err, name)
+	}
+	_, err := crh.NewOwnedPodSource(c, noUID, "")
+	require.ErrorContains(t, err, "has no UID")
+	var typedNil *metav1.PartialObjectMetadata
+	_, err = crh.NewOwnedDeleter(c, typedNil)
+	require.ErrorContains(t, err, "nil owner")
+}
