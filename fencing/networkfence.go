@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,7 +51,15 @@ type NetworkFenceOptions struct {
 	Drivers []string
 	// Classes are NetworkFenceClass names (spec.networkFenceClassName).
 	Classes []string
+	// Recheck is how soon to ask again without proof (Fence.RetryAfter):
+	// nothing tells a Checker when the storage fences a node, so a caller
+	// that checks only on pod and node events looks again then. Zero means
+	// DefaultNetworkFenceRecheck; it must not be negative.
+	Recheck time.Duration
 }
+
+// DefaultNetworkFenceRecheck is NetworkFenceOptions.Recheck by default.
+const DefaultNetworkFenceRecheck = 30 * time.Second
 
 // NetworkFenceFencer is the storage's fencer, named "network-fence". It
 // proves NodeStopped (the node is cut off its storage, so no container of
@@ -64,8 +73,10 @@ type NetworkFenceOptions struct {
 // the node fencer's), a node without addresses, an address no fence
 // covers, or any counting fence that covers one of the node's addresses
 // and is not fenced (pending, failed, unfenced or being deleted: a
-// withdrawn fence is no evidence even beside another). A list that fails
-// (the resource not installed, RBAC denied) is an error.
+// withdrawn fence is no evidence even beside another). The last two ask
+// again within NetworkFenceOptions.Recheck, since only the storage's own
+// operation changes them. A list that fails (the resource not installed,
+// RBAC denied) is an error.
 //
 // It proves the storage is cut off, not that the processes stopped: a
 // container on the node may still run and write to anything else it
@@ -78,6 +89,7 @@ type NetworkFenceFencer struct {
 	fences  NetworkFenceLister
 	drivers []string
 	classes []string
+	recheck time.Duration
 }
 
 var _ health.Fencer = (*NetworkFenceFencer)(nil)
@@ -96,7 +108,14 @@ func NewNetworkFenceFencer(fences NetworkFenceLister, opts NetworkFenceOptions) 
 			return nil, errors.New("fencing: NewNetworkFenceFencer: an empty driver or class name")
 		}
 	}
-	return &NetworkFenceFencer{fences: fences, drivers: slices.Clone(opts.Drivers), classes: slices.Clone(opts.Classes)}, nil
+	recheck := opts.Recheck
+	switch {
+	case recheck < 0:
+		return nil, fmt.Errorf("fencing: NewNetworkFenceFencer: negative NetworkFenceOptions.Recheck %v", recheck)
+	case recheck == 0:
+		recheck = DefaultNetworkFenceRecheck
+	}
+	return &NetworkFenceFencer{fences: fences, drivers: slices.Clone(opts.Drivers), classes: slices.Clone(opts.Classes), recheck: recheck}, nil
 }
 
 // Name is "network-fence".
@@ -139,7 +158,7 @@ func (f *NetworkFenceFencer) Fence(ctx context.Context, q health.FenceQuery) (he
 				continue
 			}
 			if !fenced {
-				return health.Fence{Detail: fmt.Sprintf("network fence %s covers %s of node %s but is %s: no evidence", fence.GetName(), a, node.Name, state)}, nil
+				return health.Fence{Detail: fmt.Sprintf("network fence %s covers %s of node %s but is %s: no evidence", fence.GetName(), a, node.Name, state), RetryAfter: f.recheck}, nil
 			}
 			if covered[j] == "" {
 				covered[j] = fence.GetName()
@@ -148,7 +167,7 @@ func (f *NetworkFenceFencer) Fence(ctx context.Context, q health.FenceQuery) (he
 	}
 	for j, a := range addrs {
 		if covered[j] == "" {
-			return health.Fence{Detail: fmt.Sprintf("network fence: no fenced NetworkFence covers %s of node %s: no evidence", a, node.Name)}, nil
+			return health.Fence{Detail: fmt.Sprintf("network fence: no fenced NetworkFence covers %s of node %s: no evidence", a, node.Name), RetryAfter: f.recheck}, nil
 		}
 	}
 	names := slices.Clone(covered)

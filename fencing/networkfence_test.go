@@ -118,6 +118,8 @@ func TestNetworkFenceFencerFailsClosed(t *testing.T) {
 		detail  string
 		wantErr error
 	}{
+		// The storage may fence the node later: these ask again within
+		// the recheck (TestNetworkFenceFencerAsksAgainWhereTheStorageMayFenceLater).
 		{"no fence at all", dualStack, nil, nil, "no fenced NetworkFence covers 10.0.0.5", nil},
 		{"one address of two covered", dualStack, []unstructured.Unstructured{networkFence("n1-rbd", rbd, "10.0.0.5/32")}, nil, "covers fd00::5", nil},
 		{"the fence withdrawn", dualStack, []unstructured.Unstructured{with(fenced, "Unfenced", "spec", "fenceState")}, nil, `is fenceState "Unfenced"`, nil},
@@ -150,7 +152,39 @@ func TestNetworkFenceFencerFailsClosed(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Contains(t, fence.Detail, tt.detail)
-			require.Zero(t, fence.RetryAfter, "only an event can change this answer")
+			if fence.RetryAfter != 0 {
+				require.Equal(t, fencing.DefaultNetworkFenceRecheck, fence.RetryAfter)
+			}
+		})
+	}
+}
+
+// Where the storage may still fence the node (no fence yet, or one that is
+// pending or withdrawn), the answer asks again within the recheck, since
+// no event of the Checker's says when the fence holds; where the node
+// itself is wanting, it does not.
+func TestNetworkFenceFencerAsksAgainWhereTheStorageMayFenceLater(t *testing.T) {
+	pending := with(networkFence("n1-rbd", rbd, "10.0.0.5/32"), "", "status", "result")
+	for _, tt := range []struct {
+		name   string
+		node   *corev1.Node
+		fences []unstructured.Unstructured
+		want   time.Duration
+	}{
+		{"no fence yet", nodeAt("n1", internalIP("10.0.0.5")), nil, 5 * time.Second},
+		{"a fence pending", nodeAt("n1", internalIP("10.0.0.5")), []unstructured.Unstructured{pending}, 5 * time.Second},
+		{"no node object", nil, nil, 0},
+		{"no address", nodeAt("n1"), nil, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &networkFences{}
+			l.set(tt.fences...)
+			f, err := fencing.NewNetworkFenceFencer(l, fencing.NetworkFenceOptions{Drivers: []string{rbd}, Recheck: 5 * time.Second})
+			require.NoError(t, err)
+			fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1"), Node: tt.node, Now: fenceStart})
+			require.NoError(t, err)
+			require.Equal(t, health.NoProof, fence.Proves)
+			require.Equal(t, tt.want, fence.RetryAfter)
 		})
 	}
 }
@@ -188,6 +222,7 @@ func TestNewNetworkFenceFencerRefusesWhatCannotWork(t *testing.T) {
 		{"typed nil lister", typedNil, fencing.NetworkFenceOptions{Drivers: []string{rbd}}, "nil NetworkFenceLister"},
 		{"nothing counts", &networkFences{}, fencing.NetworkFenceOptions{}, "no driver and no class"},
 		{"an empty name", &networkFences{}, fencing.NetworkFenceOptions{Classes: []string{" "}}, "empty driver or class"},
+		{"a negative recheck", &networkFences{}, fencing.NetworkFenceOptions{Drivers: []string{rbd}, Recheck: -time.Second}, "negative"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := fencing.NewNetworkFenceFencer(tt.lister, tt.opts)

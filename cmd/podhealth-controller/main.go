@@ -36,9 +36,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
+	"github.com/podhealth/podhealth/fencing"
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/version"
 	"github.com/podhealth/podhealth/metrics"
+	podhealthcr "github.com/podhealth/podhealth/podsource/controllerruntime"
 )
 
 // Config is what the flags set.
@@ -66,6 +68,12 @@ type Config struct {
 	// --apply-out-of-service.
 	ShutdownTaints    []health.ShutdownTaint
 	ApplyOutOfService bool
+	// FenceLease is --fence-lease; NetworkFenceDrivers and
+	// NetworkFenceClasses are --network-fence-driver's and
+	// --network-fence-class's.
+	FenceLease          bool
+	NetworkFenceDrivers []string
+	NetworkFenceClasses []string
 }
 
 // metricsOptions serves /metrics as the flags say: by default over HTTPS,
@@ -226,6 +234,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		return nil
 	})
 	fs.BoolVar(&c.ApplyOutOfService, "apply-out-of-service", false, "taint a node "+corev1.TaintNodeOutOfService+"=nodeshutdown:NoExecute once a --shutdown-taint fences it (Kubernetes then force-detaches its volumes), and remove the taints it applied once their node is Ready and its old pods are gone; needs --shutdown-taint, the cluster-wide mode, and node patch rights (config/out-of-service)")
+	fs.BoolVar(&c.FenceLease, "fence-lease", false, "free a dead pod that fences itself (annotations "+fencing.AnnotationLease+" and "+fencing.AnnotationDeadline+") once its Lease, read live, has been unrenewed for its duration plus the deadline plus 2 s; needs get on leases in the namespaces acted in (config/fence-lease). It frees pods only: it never leads to --apply-out-of-service's taint")
+	fs.Func("network-fence-driver", "a CSI driver (such as rbd.csi.ceph.com) whose csi-addons NetworkFences, read live, prove a node cut off its storage once every address of the node is fenced; repeat for several. Needs list on networkfences (config/fence-network). None by default", func(v string) error {
+		return addFenceName(&c.NetworkFenceDrivers, "--network-fence-driver", v)
+	})
+	fs.Func("network-fence-class", "a NetworkFenceClass whose NetworkFences count, as for --network-fence-driver; repeat for several", func(v string) error {
+		return addFenceName(&c.NetworkFenceClasses, "--network-fence-class", v)
+	})
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -274,6 +289,49 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		return c, errors.New("--apply-out-of-service with --watch-namespaces: the controller would not see every pod of a node, and could never remove a taint it applied")
 	}
 	return c, nil
+}
+
+// addFenceName adds v, a driver's or a class's name, to names, refusing an
+// empty one and one named twice.
+func addFenceName(names *[]string, flagName, v string) error {
+	v = strings.TrimSpace(v)
+	switch {
+	case v == "":
+		return fmt.Errorf("%s: an empty name", flagName)
+	case slices.Contains(*names, v):
+		return fmt.Errorf("%s: %q is named twice", flagName, v)
+	}
+	*names = append(*names, v)
+	return nil
+}
+
+// fencers builds the fencers the flags ask for, reading through live, the
+// manager's API reader.
+func fencers(cfg Config, live client.Reader) ([]health.Fencer, error) {
+	var out []health.Fencer
+	if cfg.FenceLease {
+		leases, err := podhealthcr.NewLiveLeases(live)
+		if err != nil {
+			return nil, err
+		}
+		f, err := fencing.NewLeaseFencer(leases, fencing.LeaseOptions{})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	if len(cfg.NetworkFenceDrivers) > 0 || len(cfg.NetworkFenceClasses) > 0 {
+		fences, err := podhealthcr.NewLiveNetworkFences(live)
+		if err != nil {
+			return nil, err
+		}
+		f, err := fencing.NewNetworkFenceFencer(fences, fencing.NetworkFenceOptions{Drivers: cfg.NetworkFenceDrivers, Classes: cfg.NetworkFenceClasses})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 func main() {
@@ -376,6 +434,9 @@ func run(cfg Config) error {
 		ShutdownTaints:    cfg.ShutdownTaints,
 		ApplyOutOfService: cfg.ApplyOutOfService,
 	}
+	if opts.Fencers, err = fencers(cfg, mgr.GetAPIReader()); err != nil {
+		return err
+	}
 	if cfg.MaxDeletes > 0 {
 		if opts.Budget, err = health.NewDeleteBudget(cfg.MaxDeletes, cfg.DeleteWindow); err != nil {
 			return err
@@ -419,6 +480,7 @@ func run(cfg Config) error {
 	}
 	ctrl.Log.Info("starting", append(scope, "dryRun", cfg.DryRun, "maxForceDeletes", cfg.MaxDeletes,
 		"window", cfg.DeleteWindow.String(), "breakerShare", cfg.BreakerShare, "breakerMin", cfg.BreakerMin, "leaderElect", cfg.LeaderElect,
-		"shutdownTaints", fmt.Sprint(cfg.ShutdownTaints), "applyOutOfService", cfg.ApplyOutOfService)...)
+		"shutdownTaints", fmt.Sprint(cfg.ShutdownTaints), "applyOutOfService", cfg.ApplyOutOfService,
+		"fenceLease", cfg.FenceLease, "networkFenceDrivers", cfg.NetworkFenceDrivers, "networkFenceClasses", cfg.NetworkFenceClasses)...)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -115,6 +115,9 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 		{"--shutdown-taint=" + health.TaintCloudShutdown + "=soon"},
 		{"--apply-out-of-service"},
 		{"--apply-out-of-service", "--shutdown-taint=" + health.TaintCloudShutdown + "=2s", "--watch-namespaces=shop"},
+		{"--network-fence-driver="},
+		{"--network-fence-driver=rbd.csi.ceph.com", "--network-fence-driver=rbd.csi.ceph.com"},
+		{"--network-fence-class= "},
 	} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		fs.SetOutput(new(strings.Builder))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -35,7 +36,7 @@ func render(t *testing.T, overlay string) resmap.ResMap {
 func renderFiles(t *testing.T, overlay map[string]string) resmap.ResMap {
 	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	for _, dir := range []string{"", "monitoring", "namespaced", "out-of-service"} {
+	for _, dir := range []string{"", "monitoring", "namespaced", "out-of-service", "fence-lease", "fence-network"} {
 		files, err := filepath.Glob(filepath.Join("config", dir, "*.*"))
 		require.NoError(t, err)
 		for _, f := range files {
@@ -357,3 +358,76 @@ components:
 	require.True(t, cfg.ApplyOutOfService)
 	require.Equal(t, []health.ShutdownTaint{{Key: health.TaintCloudShutdown, After: 2 * time.Second}}, cfg.ShutdownTaints)
 }
+
+// TestTheFencingComponentsGrantTheirReadsAndTheFlagsTogether renders each
+// fencing component under an admin's overlay: its ClusterRole is exactly
+// the rules the fencer needs, bound to the renamed, moved ServiceAccount,
+// and the Deployment's args then parse, with the fencer's flag. Without
+// the components, no fencer is built and no role grants these reads.
+func TestTheFencingComponentsGrantTheirReadsAndTheFlagsTogether(t *testing.T) {
+	base := render(t, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../base\n")
+	for _, r := range base.Resources() {
+		require.NotContains(t, r.GetName(), "fence", "the base holds no fencing role")
+		if r.GetKind() == "Deployment" {
+			var d appsv1.Deployment
+			data, err := r.AsYAML()
+			require.NoError(t, err)
+			require.NoError(t, yaml.Unmarshal(data, &d))
+			cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), d.Spec.Template.Spec.Containers[0].Args)
+			require.NoError(t, err)
+			fencers, err := fencers(cfg, fakeReader{})
+			require.NoError(t, err)
+			require.Empty(t, fencers, "no fencer by default")
+		}
+	}
+	for _, tt := range []struct {
+		component string
+		rules     []rbacv1.PolicyRule
+		check     func(t *testing.T, cfg Config)
+	}{
+		{"fence-lease", controller.FenceLeaseRules(), func(t *testing.T, cfg Config) { require.True(t, cfg.FenceLease) }},
+		{"fence-network", controller.NetworkFenceRules(), func(t *testing.T, cfg Config) {
+			require.Equal(t, []string{"rbd.csi.ceph.com"}, cfg.NetworkFenceDrivers)
+		}},
+	} {
+		t.Run(tt.component, func(t *testing.T) {
+			objs := render(t, `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: platform-ops
+namePrefix: ops-
+resources:
+- ../base
+components:
+- ../base/`+tt.component+`
+`)
+			var role rbacv1.ClusterRole
+			var binding rbacv1.ClusterRoleBinding
+			var deployment appsv1.Deployment
+			for _, r := range objs.Resources() {
+				data, err := r.AsYAML()
+				require.NoError(t, err)
+				switch {
+				case r.GetKind() == "ClusterRole" && r.GetName() == "ops-podhealth-controller-"+tt.component:
+					require.NoError(t, yaml.Unmarshal(data, &role))
+				case r.GetKind() == "ClusterRoleBinding" && r.GetName() == "ops-podhealth-controller-"+tt.component:
+					require.NoError(t, yaml.Unmarshal(data, &binding))
+				case r.GetKind() == "Deployment":
+					require.NoError(t, yaml.Unmarshal(data, &deployment))
+				}
+			}
+			require.Empty(t, cmp.Diff(tt.rules, role.Rules))
+			require.Equal(t, role.Name, binding.RoleRef.Name)
+			require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ops-podhealth-controller", Namespace: "platform-ops"}}, binding.Subjects)
+			cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), deployment.Spec.Template.Spec.Containers[0].Args)
+			require.NoError(t, err)
+			tt.check(t, cfg)
+			fencers, err := fencers(cfg, fakeReader{})
+			require.NoError(t, err)
+			require.Len(t, fencers, 1)
+		})
+	}
+}
+
+// fakeReader is a client.Reader that the fencers are built over and
+// never read.
+type fakeReader struct{ client.Reader }

@@ -220,6 +220,38 @@ func TestChartOutOfServiceRendersTheBaseWithItsComponent(t *testing.T) {
 	require.NoError(t, manifests.Lint(chartDir, namespace, map[string]any{"outOfService": map[string]any{"enabled": true}, "shutdownTaints": []any{cloudShutdown}}))
 }
 
+// TestChartFencingRendersTheBaseWithItsComponents: fencing.lease and
+// fencing.networkFence.drivers render what the base with
+// config/fence-lease and config/fence-network renders, field for field:
+// each read it grants, and its flag.
+func TestChartFencingRendersTheBaseWithItsComponents(t *testing.T) {
+	for _, tt := range []struct {
+		component string
+		values    map[string]any
+	}{
+		{"fence-lease", map[string]any{"fencing": map[string]any{"lease": true}}},
+		{"fence-network", map[string]any{"fencing": map[string]any{"networkFence": map[string]any{"drivers": []any{"rbd.csi.ceph.com"}}}}},
+	} {
+		t.Run(tt.component, func(t *testing.T) {
+			dir := t.TempDir()
+			abs, err := filepath.Abs(configDir)
+			require.NoError(t, err)
+			rel, err := filepath.Rel(dir, abs)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- "+rel+"\ncomponents:\n- "+filepath.Join(rel, tt.component)+"\n"), 0o644))
+			base, err := manifests.Kustomize(dir)
+			require.NoError(t, err)
+			want, got := byKey(t, base), byKey(t, chart(t, tt.values))
+			require.Equal(t, keys(want), keys(got))
+			for k := range want {
+				require.Empty(t, cmp.Diff(want[k], got[k]), k)
+			}
+			require.Contains(t, keys(got), "ClusterRole /podhealth-controller-"+tt.component)
+			require.NoError(t, manifests.Lint(chartDir, namespace, tt.values))
+		})
+	}
+}
+
 func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 	for name, values := range map[string]map[string]any{
 		"a misspelt value":                  {"dryrun": true},
@@ -238,6 +270,9 @@ func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 		"a window that is no duration":      {"budget": map[string]any{"window": "soon"}},
 		"no replica":                        {"replicas": 0},
 		"an argument that is no flag":       {"extraArgs": []any{"workers=8"}},
+		"a fence driver named twice":        {"fencing": map[string]any{"networkFence": map[string]any{"drivers": []any{"rbd.csi.ceph.com", "rbd.csi.ceph.com"}}}},
+		"an empty fence class":              {"fencing": map[string]any{"networkFence": map[string]any{"classes": []any{""}}}},
+		"a misspelt fencing value":          {"fencing": map[string]any{"leases": true}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := manifests.Chart(chartDir, namespace, values)

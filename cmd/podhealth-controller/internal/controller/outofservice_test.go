@@ -394,3 +394,32 @@ func TestOutOfServiceWaitsItsWholeAfterFromTheFirstSightingOfANewTransition(t *t
 	reconcileNode(t, r, "lost")
 	require.NotNil(t, outOfServiceTaintOf(getNode(t, m, "lost")))
 }
+
+// proofOf is a fencer that proves every pod it is asked about fenced, by
+// the kind it was given.
+type proofOf health.Proof
+
+func (p proofOf) Name() string { return "test-" + health.Proof(p).String() }
+func (p proofOf) Fence(context.Context, health.FenceQuery) (health.Fence, error) {
+	return health.Fence{Proves: health.Proof(p), By: "the test"}, nil
+}
+
+// A fencer's proof frees a StatefulSet pod on a node that is not Ready,
+// whether it proves the pod or the node stopped, and never leads to the
+// out-of-service taint: that follows the shutdown taints alone.
+func TestAFencersProofFreesThePodAndNeverTaintsTheNode(t *testing.T) {
+	for _, proof := range []health.Proof{health.PodStopped, health.NodeStopped} {
+		t.Run(proof.String(), func(t *testing.T) {
+			db := evicted("shop", "db-0", "lost", "StatefulSet", "db")
+			m := newFakeManager(t, namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable), db)
+			r, clk, _ := oosReconciler(t, m, Options{Fencers: []health.Fencer{proofOf(proof)}})
+			reconcileAll(t, r, db)
+			require.False(t, exists(t, m, db), "the fencer's proof frees the pod")
+			for range 3 {
+				reconcileNode(t, r, "lost")
+				clk.SetTime(clk.Now().Add(time.Hour))
+			}
+			require.Nil(t, outOfServiceTaintOf(getNode(t, m, "lost")), "no out-of-service taint without a shutdown taint")
+		})
+	}
+}

@@ -56,6 +56,21 @@ func OutOfServiceRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"patch"}}}
 }
 
+// FenceLeaseRules are the rules of the ClusterRole that a LeaseFencer
+// (--fence-lease) needs besides ClusterRules: get on the Leases that
+// self-fencing pods name (config/fence-lease).
+func FenceLeaseRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}}}
+}
+
+// NetworkFenceRules are the rules of the ClusterRole that a
+// NetworkFenceFencer (--network-fence-driver, --network-fence-class)
+// needs besides ClusterRules: list on csi-addons NetworkFences
+// (config/fence-network).
+func NetworkFenceRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{"csiaddons.openshift.io"}, Resources: []string{"networkfences"}, Verbs: []string{"list"}}}
+}
+
 // MetricsReaderRules are the rules of the ClusterRole that a client of
 // the secure /metrics endpoint needs (Prometheus' service account, say).
 func MetricsReaderRules() []rbacv1.PolicyRule {

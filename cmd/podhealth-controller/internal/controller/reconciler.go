@@ -94,6 +94,12 @@ type Options struct {
 	// taint must see). A dry run applies nothing and says what it would.
 	// The default is false.
 	ApplyOutOfService bool
+	// Fencers are more authorities whose proof frees a dead pod that needs
+	// fencing (health.Options.Fencers): fencing.LeaseFencer for workloads
+	// that fence themselves, fencing.NetworkFenceFencer for the storage's
+	// fence. They free pods only: the out-of-service taint follows
+	// ShutdownTaints alone, never a fencer's proof. None by default.
+	Fencers []health.Fencer
 }
 
 // DefaultBreakerRecheck is Options.BreakerRecheck's default: a hold that
@@ -442,6 +448,7 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 		Observer:  health.MultiObserver(r.opts.Observer, events),
 
 		ShutdownTaints: r.opts.ShutdownTaints,
+		Fencers:        r.opts.Fencers,
 	}
 	if deleter == nil {
 		// Validation only: a dry run needs no deleter.
