@@ -48,6 +48,23 @@ type LeaseOptions struct {
 	// of the Checker, which may differ in rate and in offset. Zero means
 	// DefaultMargin; it must not be negative.
 	Margin time.Duration
+	// Seen, when not nil, tells the fencer when the Checker's process
+	// first saw a Lease's record before any check asked about it, so that
+	// the wait runs from then: typically a watch of the workload's Leases
+	// (podsource/kube.LeaseWatch). Nil means the wait runs from the first
+	// check that asks.
+	Seen LeaseSightings
+}
+
+// LeaseSightings says when a Lease's record was first seen, on the
+// Checker's clock: a watch that delivered it, say. Its answers must be
+// real observations (a record seen at that time, not a timestamp read
+// from the object), or the wait they shorten is no longer measured.
+// Implementations must be safe for concurrent use.
+type LeaseSightings interface {
+	// LeaseSeen returns when the record of Lease namespace/name at
+	// resourceVersion was first seen, and false when it was not.
+	LeaseSeen(namespace, name, resourceVersion string) (time.Time, bool)
 }
 
 // DefaultMargin is LeaseOptions.Margin by default.
@@ -69,15 +86,18 @@ const DefaultMargin = 2 * time.Second
 // the pod's deadline plus the Margin, measured both ways:
 //   - on the Checker's clock, since the Checker (or one sharing its
 //     Memory) first saw that very record (same holder, renewTime and
-//     resourceVersion), so that neither a clock far ahead nor a stale
-//     renewTime shortens the wait; a fresh Memory waits the whole wait;
+//     resourceVersion), or since LeaseOptions.Seen saw that
+//     resourceVersion when that is earlier, so that neither a clock far
+//     ahead nor a stale renewTime shortens the wait; a fresh Memory
+//     without Seen waits the whole wait;
 //   - since the renewTime, on the Checker's clock: a renewTime ahead of
 //     that clock (a Checker's clock behind the holder's) lengthens the
 //     wait by as much, and the detail says so.
 //
 // So the wait runs from the first check that sees the record, at the
 // earliest: a pod that a check first asks about long after the holder's
-// last renewal still waits the whole wait from then.
+// last renewal still waits the whole wait from then, unless a watch of the
+// Leases (LeaseOptions.Seen) saw the record earlier.
 //
 // No proof, with a detail that says why: a pod without the annotations; an
 // annotation that is not valid; a Lease that is missing, held by another
@@ -90,6 +110,7 @@ const DefaultMargin = 2 * time.Second
 type LeaseFencer struct {
 	leases LeaseGetter
 	margin time.Duration
+	seen   LeaseSightings
 }
 
 var _ health.Fencer = (*LeaseFencer)(nil)
@@ -107,7 +128,11 @@ func NewLeaseFencer(leases LeaseGetter, opts LeaseOptions) (*LeaseFencer, error)
 	if margin == 0 {
 		margin = DefaultMargin
 	}
-	return &LeaseFencer{leases: leases, margin: margin}, nil
+	seen := opts.Seen
+	if nilcheck.IsNil(seen) {
+		seen = nil
+	}
+	return &LeaseFencer{leases: leases, margin: margin, seen: seen}, nil
 }
 
 // Name is "lease".
@@ -163,6 +188,13 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 	}
 	record := holder + "\x00" + strconv.FormatInt(renewed.UnixNano(), 36) + "\x00" + lease.ResourceVersion + "\x00" + pod.Namespace + "/" + proto.lease
 	first := q.Sightings.FirstSeen(record)
+	if f.seen != nil {
+		// A watch that saw this very version earlier (and not after this
+		// check's time) moves the start of the wait back to then.
+		if at, ok := f.seen.LeaseSeen(pod.Namespace, proto.lease, lease.ResourceVersion); ok && lease.ResourceVersion != "" && at.Before(first) && !at.After(q.Now) {
+			first = at
+		}
+	}
 	// A renewTime ahead of the clock makes unrenewed negative, which
 	// lengthens the wait by as much; the arithmetic saturates.
 	unrenewed := min(q.Now.Sub(first), q.Now.Sub(renewed.Time))

@@ -344,3 +344,56 @@ func TestACheckerFreesASelfFencedPodOnceItsLeaseIsExpiredForTheWait(t *testing.T
 	require.Equal(t, health.ForceDeleted, report.Pods[0].Outcome)
 	require.Len(t, pods.Deletes(), 1)
 }
+
+// seenAt is a LeaseSightings that saw one resourceVersion of Lease ns/pg
+// at one time.
+type seenAt struct {
+	rv string
+	at time.Time
+}
+
+func (s seenAt) LeaseSeen(namespace, name, rv string) (time.Time, bool) {
+	if namespace == "ns" && name == "pg" && rv == s.rv {
+		return s.at, true
+	}
+	return time.Time{}, false
+}
+
+// A watch that saw the record before any check asked starts the wait at
+// its sighting; one that saw another version, or a time after the check's
+// own, does not; the renewTime still bounds the wait.
+func TestLeaseFencerStartsTheWaitAtTheWatchsSighting(t *testing.T) {
+	renewed := fenceStart.Add(-time.Minute)
+	for _, tt := range []struct {
+		name string
+		seen fencing.LeaseSightings
+		want time.Duration // RetryAfter of the first question, at fenceStart
+	}{
+		{"seen when renewed", seenAt{rv: "7", at: renewed}, 0},
+		{"seen 10 s ago", seenAt{rv: "7", at: fenceStart.Add(-10 * time.Second)}, leaseWait - 10*time.Second},
+		{"another version seen", seenAt{rv: "6", at: renewed}, leaseWait},
+		{"seen after this check", seenAt{rv: "7", at: fenceStart.Add(time.Second)}, leaseWait},
+		{"no watch", nil, leaseWait},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := fencing.NewLeaseFencer(newLeases(lease("pg-1", renewed, "7")), fencing.LeaseOptions{Seen: tt.seen})
+			require.NoError(t, err)
+			fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: fenceStart, Sightings: fencertest.NewRecord().At(fenceStart)})
+			require.NoError(t, err)
+			if tt.want == 0 {
+				require.Equal(t, health.PodStopped, fence.Proves)
+				return
+			}
+			require.Equal(t, health.NoProof, fence.Proves)
+			require.Equal(t, tt.want, fence.RetryAfter)
+		})
+	}
+	t.Run("the renewTime still bounds it", func(t *testing.T) {
+		recent := fenceStart.Add(-5 * time.Second)
+		f, err := fencing.NewLeaseFencer(newLeases(lease("pg-1", recent, "8")), fencing.LeaseOptions{Seen: seenAt{rv: "8", at: fenceStart.Add(-time.Hour)}})
+		require.NoError(t, err)
+		fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: fenceStart, Sightings: fencertest.NewRecord().At(fenceStart)})
+		require.NoError(t, err)
+		require.Equal(t, leaseWait-5*time.Second, fence.RetryAfter)
+	})
+}
