@@ -1,0 +1,631 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/podhealth/podhealth/e2e/harness"
+	"github.com/podhealth/podhealth/fencing"
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/kube"
+)
+
+// The self-fencing database's protocol: its primary holds a Lease of
+// selfFenceLease, renews it every selfFenceRenew, writes only while it
+// holds it, and its watchdog stops it selfFenceDeadline after the Lease
+// expires.
+const (
+	selfFenceLease    = 10 * time.Second
+	selfFenceDeadline = 5 * time.Second
+	selfFenceRenew    = 500 * time.Millisecond
+	selfFenceTick     = 100 * time.Millisecond
+)
+
+// fencersSection is TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage's
+// section of FIGURES.md.
+const fencersSection = "fencers"
+
+// TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage runs, on one
+// control plane, the fencing evidence that does not come from the node:
+//   - a "database" whose primary fences itself with a Lease is partitioned
+//     off: podhealth force-deletes it only once its Lease has been
+//     unrenewed for its duration plus the deadline, its replacement on
+//     another node takes the Lease and writes, and the writes on the
+//     "volume" show that no two primaries ever wrote at once;
+//   - the same with a primary that ignores its deadline (the mutation):
+//     the volume shows the two writers, so the invariant check can fail;
+//   - a StatefulSet pod on a node that the storage fenced (a csi-addons
+//     NetworkFence that reports a fence operation succeeded) is
+//     force-deleted, and one whose fence was withdrawn is held.
+func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel) // after the parallel subtests, unlike a defer
+	// The scenarios' nodes fail at once: at the node-lifecycle
+	// controller's default rate (one node tainted per 10 s) they would
+	// queue, and the figures would measure the queue.
+	cp := harness.Start(t, bins, harness.Options{ExtraControllerManagerArgs: []string{"--node-eviction-rate=100"}})
+	// Four of the scenarios' nodes fail, possibly at once; with more than
+	// 55 % of a zone's nodes down the node-lifecycle controller stops
+	// evicting (PartialDisruption), so healthy nodes keep the share lower.
+	for i := range 3 {
+		spare := cp.AddNode(ctx, fmt.Sprintf("fencers-spare-%d", i))
+		if _, err := harness.WaitForNode(ctx, cp.Client(), spare.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var mu sync.Mutex
+	var rows []string
+	record := func(row string) {
+		mu.Lock()
+		defer mu.Unlock()
+		rows = append(rows, row)
+	}
+	t.Cleanup(func() {
+		if os.Getenv(figWriteEnv) != "1" || t.Failed() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err := figWriteSection(figFiguresFile, fencersSection, fencersFigures(rows)); err != nil {
+			t.Error(err)
+		}
+	})
+
+	t.Run("a database that fences itself", func(t *testing.T) {
+		t.Parallel()
+		r := runSelfFence(ctx, t, cp, "pg", false)
+		if err := r.singleWriter(); err != nil {
+			t.Errorf("two primaries wrote at once: %v", err)
+		}
+		record(r.row())
+	})
+	t.Run("a primary that ignores its deadline is caught writing twice", func(t *testing.T) {
+		t.Parallel()
+		r := runSelfFence(ctx, t, cp, "pgbad", true)
+		if err := r.singleWriter(); err == nil {
+			t.Error("the invariant check found no second writer, though the old primary ignored its deadline and kept writing")
+		} else {
+			t.Logf("caught, as it must be: %v", err)
+		}
+	})
+	t.Run("the storage's network fence", func(t *testing.T) {
+		t.Parallel()
+		record(runNetworkFence(ctx, t, cp))
+	})
+}
+
+// volumeWrite is one write of a primary to the volume.
+type volumeWrite struct {
+	who string
+	at  time.Time
+}
+
+// volume is what every primary of one database writes to: it stands for
+// the shared data directory.
+type volume struct {
+	mu     sync.Mutex
+	writes []volumeWrite
+}
+
+func (v *volume) write(who string, at time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.writes = append(v.writes, volumeWrite{who, at})
+}
+
+// spans returns each writer's first and last write, by writer.
+func (v *volume) spans() map[string][2]time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := map[string][2]time.Time{}
+	for _, w := range v.writes {
+		s, ok := out[w.who]
+		if !ok {
+			s[0] = w.at
+		}
+		s[1] = w.at
+		out[w.who] = s
+	}
+	return out
+}
+
+// primary is the model of a database container that fences itself: it
+// runs while the node's kubelet runs its pod, reaches the API server only
+// while the node is connected, renews its Lease, writes while it holds it,
+// and stops selfFenceDeadline after the Lease expires, unless
+// ignoreDeadline (then it writes while it runs, as a primary without a
+// watchdog that hangs in a write would).
+type primary struct {
+	name, lease    string
+	client         kubernetes.Interface
+	kubelet        *harness.Kubelet
+	uid            types.UID
+	vol            *volume
+	ignoreDeadline bool
+
+	mu        sync.Mutex
+	lastRenew time.Time // the start of its last renewal that succeeded
+	stopped   time.Time // when its watchdog stopped it
+}
+
+func (p *primary) renewedAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastRenew
+}
+
+func (p *primary) run(ctx context.Context) {
+	tick := time.NewTicker(selfFenceTick)
+	defer tick.Stop()
+	var lastTry time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !slicesContains(p.kubelet.Running(), p.uid) {
+			return // its kubelet stopped the container
+		}
+		now := time.Now()
+		if p.kubelet.Connected() && now.Sub(lastTry) >= selfFenceRenew {
+			lastTry = now
+			if p.hold(ctx, now) {
+				p.mu.Lock()
+				p.lastRenew = now
+				p.mu.Unlock()
+			}
+		}
+		renewed := p.renewedAt()
+		switch {
+		case renewed.IsZero():
+		case p.ignoreDeadline:
+			p.vol.write(p.name, now)
+		case now.After(renewed.Add(selfFenceLease + selfFenceDeadline)):
+			p.mu.Lock()
+			p.stopped = now
+			p.mu.Unlock()
+			return // the watchdog
+		case now.Before(renewed.Add(selfFenceLease)):
+			p.vol.write(p.name, now)
+		}
+	}
+}
+
+// hold acquires or renews the Lease, as of now, and says whether it holds
+// it: it takes over only a Lease expired by its own clock.
+func (p *primary) hold(ctx context.Context, now time.Time) bool {
+	ctx, cancel := context.WithTimeout(ctx, selfFenceRenew)
+	defer cancel()
+	leases := p.client.CoordinationV1().Leases(ns)
+	stamp := ptr.To(metav1.NewMicroTime(now))
+	lease, err := leases.Get(ctx, p.lease, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.lease},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(p.name), LeaseDurationSeconds: ptr.To(int32(selfFenceLease / time.Second)),
+				AcquireTime: stamp, RenewTime: stamp},
+		}, metav1.CreateOptions{})
+		return err == nil
+	}
+	if err != nil {
+		return false
+	}
+	spec := &lease.Spec
+	if ptrValue(spec.HolderIdentity) != p.name {
+		if spec.RenewTime != nil && now.Before(spec.RenewTime.Add(selfFenceLease)) {
+			return false // held by another, not expired
+		}
+		spec.HolderIdentity, spec.AcquireTime = ptr.To(p.name), stamp
+		spec.LeaseTransitions = ptr.To(ptrValue(spec.LeaseTransitions) + 1)
+	}
+	spec.RenewTime = stamp
+	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	return err == nil
+}
+
+func slicesContains(uids []types.UID, uid types.UID) bool {
+	for _, u := range uids {
+		if u == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// selfFenceRun is what one self-fencing scenario measured.
+type selfFenceRun struct {
+	vol                        *volume
+	old, repl                  string
+	partition, evicted, gone   time.Time
+	lastRenew, replacementLive time.Time
+	held                       int
+}
+
+// singleWriter checks the volume alone: the old primary's last write comes
+// before the replacement's first.
+func (r selfFenceRun) singleWriter() error {
+	spans := r.vol.spans()
+	o, ok := spans[r.old]
+	if !ok {
+		return errors.New("the old primary never wrote")
+	}
+	n, ok := spans[r.repl]
+	if !ok {
+		return errors.New("the replacement never wrote")
+	}
+	if !o[1].Before(n[0]) {
+		return fmt.Errorf("%s wrote until %s, %v after %s first wrote at %s", r.old, o[1].Format(time.StampMilli), o[1].Sub(n[0]).Round(time.Millisecond), r.repl, n[0].Format(time.StampMilli))
+	}
+	return nil
+}
+
+func (r selfFenceRun) row() string {
+	goal := selfFenceLease + selfFenceDeadline + 5*time.Second
+	return fmt.Sprintf("| a database that fences itself (Lease %v, deadline %v, margin %v) | partitioned: evicted %v, force-deleted %v (last renewal + duration + deadline: %v), the replacement the primary and writing %v after the partition (goal ≤ %v); held back in %d checks; no two writers |",
+		selfFenceLease, selfFenceDeadline, fencing.DefaultMargin, figSec(r.evicted.Sub(r.partition)), figSec(r.gone.Sub(r.partition)),
+		figSec(r.lastRenew.Add(selfFenceLease+selfFenceDeadline).Sub(r.partition)), figSec(r.replacementLive.Sub(r.partition)), goal, r.held)
+}
+
+// runSelfFence partitions the node of a self-fencing primary of database
+// name and follows it to its replacement's first write.
+func runSelfFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane, name string, ignoreDeadline bool) selfFenceRun {
+	c := cp.Client()
+	nodeA, nodeB := cp.AddNode(ctx, name+"-node-a"), cp.AddNode(ctx, name+"-node-b")
+	kA, kB := cp.StartKubelet(nodeA, &harness.ContainerLog{}), cp.StartKubelet(nodeB, &harness.ContainerLog{})
+	for _, n := range []*harness.Node{nodeA, nodeB} {
+		if _, err := harness.WaitForNode(ctx, c, n.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The operator's custom resource: a ConfigMap stands in for it, a kind
+	// the default policy does not vouch for.
+	owner, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := name + "-primary"
+	instance := func(i int, node string) *corev1.Pod {
+		p := harness.BoundPod(ns, fmt.Sprintf("%s-%d", name, i), node, 2)
+		p.Labels = map[string]string{"e2e.podhealth.io/database": name}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}}
+		p.Annotations = map[string]string{fencing.AnnotationLease: lease, fencing.AnnotationDeadline: selfFenceDeadline.String()}
+		p.Spec.Volumes = []corev1.Volume{{Name: "pgdata", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "pgdata-" + name}}}}
+		return p
+	}
+	vol := &volume{}
+	runCtx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	t.Cleanup(func() { stop(); running.Wait() })
+	startPrimary := func(pod *corev1.Pod, k *harness.Kubelet) *primary {
+		p := &primary{name: pod.Name, lease: lease, client: c, kubelet: k, uid: pod.UID, vol: vol, ignoreDeadline: ignoreDeadline}
+		if err := pollUntil(ctx, func() bool { return slicesContains(k.Running(), pod.UID) }); err != nil {
+			t.Fatalf("the kubelet of %s never ran %s: %v", k.Node().Name(), pod.Name, err)
+		}
+		running.Go(func() { p.run(runCtx) })
+		return p
+	}
+
+	// The operator's checker, wired as docs/operators.md says: the pods'
+	// and nodes' informers, the Lease fencer reading Leases live, with a
+	// watch of the namespace's Leases for when each renewal arrived.
+	selector := labels.SelectorFromSet(labels.Set{"e2e.podhealth.io/database": name})
+	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+	nodeFactory := informers.NewSharedInformerFactory(c, 0)
+	leaseWatch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := newStsLoop()
+	for _, inf := range []cache.SharedIndexInformer{factory.Core().V1().Pods().Informer(), nodeFactory.Core().V1().Nodes().Informer()} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { loop.poke() }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	factory.Start(runCtx.Done())
+	nodeFactory.Start(runCtx.Done())
+	t.Cleanup(func() { stop(); factory.Shutdown(); nodeFactory.Shutdown() })
+	factory.WaitForCacheSync(ctx.Done())
+	nodeFactory.WaitForCacheSync(ctx.Done())
+	leases, err := kube.NewLiveLeases(c.CoordinationV1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fencer, err := fencing.NewLeaseFencer(leases, fencing.LeaseOptions{Seen: leaseWatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, err := kube.NewListerSource(factory.Core().V1().Pods().Lister(), ns, selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleter, err := kube.NewDeleter(c.CoreV1(), ns, kube.DeleterOptions{Selector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := kube.NewNodeSource(nodeFactory.Core().V1().Nodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := kube.NewLiveNodes(c.CoreV1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker, err := health.New(source, deleter, health.Options{Logger: testr.New(t), Nodes: nodes, LiveNodes: live, Fencers: []health.Fencer{fencer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := cp.WatchPods(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	old := cp.CreatePod(ctx, instance(0, nodeA.Name()))
+	oldPrimary := startPrimary(old, kA)
+	if err := pollUntil(ctx, func() bool { _, ok := vol.spans()[old.Name]; return ok }); err != nil {
+		t.Fatalf("%s never took the Lease and wrote: %v", old.Name, err)
+	}
+	running.Go(func() { loop.run(runCtx, checker, 500*time.Millisecond) })
+
+	r := selfFenceRun{vol: vol, old: old.Name, repl: name + "-1", partition: time.Now()}
+	kA.Partition("the node's link goes down")
+	wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
+	_, err = watch.WaitFor(wctx, "the old primary force-deleted", func([]harness.PodHistory) bool {
+		h, _ := watch.Pod(old.UID)
+		return !h.Deleted.IsZero()
+	})
+	wcancel()
+	if err != nil {
+		_, prs := loop.reportsOf(old.UID)
+		if len(prs) > 0 {
+			t.Logf("the old primary's last report: %v %v %s", prs[len(prs)-1].Verdict.State, prs[len(prs)-1].Outcome, prs[len(prs)-1].HeldBack)
+		}
+		t.Fatal(err)
+	}
+	h, _ := watch.Pod(old.UID)
+	r.evicted, r.gone, r.lastRenew = h.Evicted, h.Deleted, oldPrimary.renewedAt()
+	if h.Evicted.IsZero() {
+		t.Fatal("the old primary went before the taint-eviction controller evicted it")
+	}
+	if earliest := r.lastRenew.Add(selfFenceLease + selfFenceDeadline); r.gone.Before(earliest) {
+		t.Errorf("the old primary was force-deleted at %s, %v before its Lease had been unrenewed for its duration plus the deadline (at %s)",
+			r.gone.Format(time.StampMilli), earliest.Sub(r.gone), earliest.Format(time.StampMilli))
+	}
+	if err := loop.waitForCheckAfter(ctx, r.gone); err != nil {
+		t.Fatal(err)
+	}
+	ats, prs := loop.reportsOf(old.UID)
+	for i, pr := range prs {
+		if pr.Outcome != health.HeldBack || ats[i].Before(r.evicted) {
+			continue
+		}
+		if pr.HeldBack.Reason != health.HeldForFencing || !strings.Contains(pr.HeldBack.Detail, "lease "+ns+"/"+lease) {
+			t.Errorf("the old primary held back for %s, want the Lease's wait", pr.HeldBack)
+		}
+		r.held++
+	}
+	if !stsHasOutcome(prs, health.ForceDeleted) {
+		t.Errorf("the checker never reported the force delete; outcomes %v", stsOutcomes(prs))
+	}
+
+	// The operator replaces the instance on the other node; it becomes the
+	// primary once the Lease has expired by its own clock.
+	repl := cp.CreatePod(ctx, instance(1, nodeB.Name()))
+	startPrimary(repl, kB)
+	if err := pollUntil(ctx, func() bool { _, ok := vol.spans()[repl.Name]; return ok }); err != nil {
+		t.Fatalf("the replacement never took the Lease: %v", err)
+	}
+	r.replacementLive = vol.spans()[repl.Name][0]
+	time.Sleep(2 * selfFenceRenew) // let an old primary that ignores its deadline write over it
+	kA.Connect("the link is back")
+	for _, err := range loop.errors() {
+		t.Errorf("check failed: %v", err)
+	}
+	t.Logf("partition → evicted %v, force-deleted %v, replacement writing %v; held in %d checks", r.evicted.Sub(r.partition).Round(time.Millisecond),
+		r.gone.Sub(r.partition).Round(time.Millisecond), r.replacementLive.Sub(r.partition).Round(time.Millisecond), r.held)
+	return r
+}
+
+var networkFenceCRD = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// installNetworkFences installs csi-addons' NetworkFence resource (its
+// group, names, scope and status subresource; the schema keeps any field)
+// and waits until it is served.
+func installNetworkFences(ctx context.Context, t *testing.T, d dynamic.Interface) {
+	t.Helper()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "networkfences.csiaddons.openshift.io"},
+		"spec": map[string]any{
+			"group": "csiaddons.openshift.io", "scope": "Cluster",
+			"names": map[string]any{"kind": "NetworkFence", "listKind": "NetworkFenceList", "plural": "networkfences", "singular": "networkfence"},
+			"versions": []any{map[string]any{
+				"name": "v1alpha1", "served": true, "storage": true,
+				"subresources": map[string]any{"status": map[string]any{}},
+				"schema":       map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+	if _, err := d.Resource(networkFenceCRD).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollUntil(ctx, func() bool {
+		_, err := d.Resource(fencing.NetworkFenceResource).List(ctx, metav1.ListOptions{})
+		return err == nil
+	}); err != nil {
+		t.Fatalf("NetworkFences never served: %v", err)
+	}
+}
+
+// putNetworkFence creates a NetworkFence of Ceph's RBD driver over cidr in
+// fenceState, and then sets its status as csi-addons does after an
+// operation that succeeded with message.
+func putNetworkFence(ctx context.Context, t *testing.T, d dynamic.Interface, name, cidr, fenceState, message string) {
+	t.Helper()
+	fence := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "csiaddons.openshift.io/v1alpha1", "kind": "NetworkFence",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"driver": "rbd.csi.ceph.com", "fenceState": fenceState, "cidrs": []any{cidr}},
+	}}
+	created, err := d.Resource(fencing.NetworkFenceResource).Create(ctx, fence, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Object["status"] = map[string]any{"result": "Succeeded", "message": message}
+	if _, err := d.Resource(fencing.NetworkFenceResource).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runNetworkFence fails two nodes of StatefulSet pods: the storage fences
+// the first; the second's fence is withdrawn (Unfenced, with the success
+// of its earlier fence still in its status).
+func runNetworkFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane) string {
+	c := cp.Client()
+	d, err := dynamic.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	installNetworkFences(ctx, t, d)
+	fenced, withdrawn := cp.AddNode(ctx, "nf-node-fenced"), cp.AddNode(ctx, "nf-node-withdrawn")
+	for i, n := range []*harness.Node{fenced, withdrawn} {
+		if _, err := harness.WaitForNode(ctx, c, n.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+			t.Fatal(err)
+		}
+		patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.%d"}]}}`, 11+i)
+		if _, err := c.CoreV1().Nodes().Patch(ctx, n.Name(), types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sts := createStatefulSetOwner(ctx, t, c, ns)
+	group := map[string]string{"e2e.podhealth.io/group": "network-fence"}
+	pod := func(name, node string) *corev1.Pod {
+		p := harness.BoundPod(ns, name, node, 2)
+		p.Labels = map[string]string{"app": "db", "e2e.podhealth.io/group": "network-fence"}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID, Controller: ptr.To(true)}}
+		return p
+	}
+	onFenced := cp.CreatePod(ctx, pod("db-0", fenced.Name()))
+	onWithdrawn := cp.CreatePod(ctx, pod("db-1", withdrawn.Name()))
+	putNetworkFence(ctx, t, d, "withdrawn", "10.0.0.12/32", "Unfenced", "fencing operation successful")
+
+	selector := labels.SelectorFromSet(group)
+	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+	nodeFactory := informers.NewSharedInformerFactory(c, 0)
+	loop := newStsLoop()
+	runCtx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	t.Cleanup(func() { stop(); running.Wait(); factory.Shutdown(); nodeFactory.Shutdown() })
+	factory.Core().V1().Pods().Informer()
+	nodeFactory.Core().V1().Nodes().Informer()
+	factory.Start(runCtx.Done())
+	nodeFactory.Start(runCtx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	nodeFactory.WaitForCacheSync(ctx.Done())
+	fences, err := kube.NewLiveNetworkFences(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fencer, err := fencing.NewNetworkFenceFencer(fences, fencing.NetworkFenceOptions{Drivers: []string{"rbd.csi.ceph.com"}, Recheck: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, err := kube.NewListerSource(factory.Core().V1().Pods().Lister(), ns, selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleter, err := kube.NewDeleter(c.CoreV1(), ns, kube.DeleterOptions{Selector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := kube.NewNodeSource(nodeFactory.Core().V1().Nodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := kube.NewLiveNodes(c.CoreV1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker, err := health.New(source, deleter, health.Options{Logger: testr.New(t), Nodes: nodes, LiveNodes: live, Fencers: []health.Fencer{fencer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running.Go(func() { loop.run(runCtx, checker, time.Second) })
+
+	fenced.Fail()
+	withdrawn.Fail()
+	for _, p := range []*corev1.Pod{onFenced, onWithdrawn} {
+		if _, err := harness.WaitForPod(ctx, c, ns, p.Name, taintEvicted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []*corev1.Pod{onFenced, onWithdrawn} {
+		if _, err := harness.ConsistentlyPod(ctx, c, ns, p.Name, 4*time.Second, taintEvicted); err != nil {
+			t.Fatalf("%s without a fenced NetworkFence: %v", p.Name, err)
+		}
+	}
+	putNetworkFence(ctx, t, d, "fenced", "10.0.0.11/32", "Fenced", "fencing operation successful")
+	fencedAt := time.Now()
+	if _, err := harness.WaitForPod(ctx, c, ns, onFenced.Name, harness.PodGone); err != nil {
+		t.Fatalf("the pod of the fenced node: %v", err)
+	}
+	gone := time.Since(fencedAt)
+	if _, err := harness.ConsistentlyPod(ctx, c, ns, onWithdrawn.Name, 3*time.Second, taintEvicted); err != nil {
+		t.Fatalf("the pod whose fence was withdrawn: %v", err)
+	}
+	_, prs := loop.reportsOf(onWithdrawn.UID)
+	if len(prs) == 0 || !strings.Contains(prs[len(prs)-1].HeldBack.Detail, `is fenceState "Unfenced"`) {
+		t.Errorf("the withdrawn fence's pod: last reports %v, want held for the withdrawn fence", stsOutcomes(prs))
+	} else {
+		t.Logf("held: %s", prs[len(prs)-1].HeldBack)
+	}
+	_, prs = loop.reportsOf(onFenced.UID)
+	if !stsHasOutcome(prs, health.ForceDeleted) {
+		t.Errorf("the fenced node's pod was not force-deleted by the checker; outcomes %v", stsOutcomes(prs))
+	}
+	for _, err := range loop.errors() {
+		t.Errorf("check failed: %v", err)
+	}
+	return fmt.Sprintf("| a StatefulSet pod on a node the storage fenced (a csi-addons NetworkFence, `Succeeded`; checks every 1 s) | force-deleted %v after the fence's status said so; the pod whose fence was withdrawn (`Unfenced`, an earlier fence's success left in its status) held |", figSec(gone))
+}
+
+// fencersFigures is the section of FIGURES.md.
+func fencersFigures(rows []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Fencing evidence of the workload and of the storage\n\n")
+	fmt.Fprintf(&b, "Measured by `TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage` (`cd e2e && PODHEALTH_WRITE_FIGURES=1 go test -count=1 -run TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage -v .`) on %s: %d CPUs, %s/%s, %s; 1-minute load average %s at the end. "+
+		"The control plane is real; the nodes' kubelets and the database's containers are the harness's models (a partition cuts the kubelet and the containers off the API server; the containers keep running). "+
+		"The database's primary renews its Lease every %v, writes only while it holds it, and its watchdog stops it %v after the Lease expires; the operator's checker runs every 500 ms and on each pod or node change, with `fencing.LeaseFencer` and a `kube.LeaseWatch`. "+
+		"Node monitor grace period %v, the pods' toleration 2 s, `--node-eviction-rate=100` so that the scenarios' nodes, failing at once, are not tainted one per 10 s. The wait ends at the last renewal + duration + deadline + margin; the goal is duration + deadline + 5 s from the partition.\n\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), figLoadAverage(), selfFenceRenew, selfFenceDeadline, harness.NodeMonitorGracePeriod)
+	fmt.Fprintf(&b, "| scenario | measured |\n|---|---|\n")
+	for _, r := range rows {
+		b.WriteString(r + "\n")
+	}
+	return b.String()
+}
