@@ -299,7 +299,7 @@ func TestEveryObjectCarriesTheRecommendedLabelsAndTheControllerStaysUp(t *testin
 	template := deployment["spec"].(map[string]any)["template"].(map[string]any)
 	require.Equal(t, "system-cluster-critical", template["spec"].(map[string]any)["priorityClassName"])
 	spec := pdb["spec"].(map[string]any)
-	require.EqualValues(t, 1, spec["minAvailable"])
+	require.EqualValues(t, 1, spec["maxUnavailable"])
 	require.Equal(t, template["metadata"].(map[string]any)["labels"], spec["selector"].(map[string]any)["matchLabels"], "the budget selects the Deployment's pods")
 }
 

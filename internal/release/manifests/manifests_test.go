@@ -2,6 +2,7 @@ package manifests_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/podhealth/podhealth/internal/release/manifests"
@@ -249,6 +251,36 @@ func TestChartFencingRendersTheBaseWithItsComponents(t *testing.T) {
 			require.Contains(t, keys(got), "ClusterRole /podhealth-controller-"+tt.component)
 			require.NoError(t, manifests.Lint(chartDir, namespace, tt.values))
 		})
+	}
+}
+
+// TestThePodDisruptionBudgetAllowsADrainAtAnyReplicaCount: with every
+// replica healthy, the budget the chart renders allows one eviction at 1,
+// 2 and 3 replicas, as the disruption controller counts it (desired
+// healthy pods from minAvailable, or the replicas less maxUnavailable,
+// percentages rounded up). Before, minAvailable: 1 allowed none at one
+// replica, and every drain of its node was refused.
+func TestThePodDisruptionBudgetAllowsADrainAtAnyReplicaCount(t *testing.T) {
+	for _, replicas := range []int{1, 2, 3} {
+		objs := chart(t, map[string]any{"replicas": replicas})
+		pdb := find(t, objs, "PodDisruptionBudget", namespace, "podhealth-controller")
+		spec, _, _ := unstructured.NestedMap(pdb.Object, "spec")
+		var desiredHealthy int
+		switch {
+		case spec["maxUnavailable"] != nil:
+			v := intstr.Parse(fmt.Sprint(spec["maxUnavailable"]))
+			n, err := intstr.GetScaledValueFromIntOrPercent(&v, replicas, true)
+			require.NoError(t, err)
+			desiredHealthy = replicas - n
+		case spec["minAvailable"] != nil:
+			v := intstr.Parse(fmt.Sprint(spec["minAvailable"]))
+			n, err := intstr.GetScaledValueFromIntOrPercent(&v, replicas, true)
+			require.NoError(t, err)
+			desiredHealthy = n
+		default:
+			t.Fatalf("the budget sets neither minAvailable nor maxUnavailable: %v", spec)
+		}
+		require.Equal(t, 1, replicas-desiredHealthy, "evictions allowed at %d replicas", replicas)
 	}
 }
 
