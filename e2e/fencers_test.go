@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +30,7 @@ import (
 	"github.com/podhealth/podhealth/e2e/harness"
 	"github.com/podhealth/podhealth/fencing"
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
@@ -67,10 +69,10 @@ func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
 	// controller's default rate (one node tainted per 10 s) they would
 	// queue, and the figures would measure the queue.
 	cp := harness.Start(t, bins, harness.Options{ExtraControllerManagerArgs: []string{"--node-eviction-rate=100"}})
-	// Four of the scenarios' nodes fail, possibly at once; with more than
+	// Five of the scenarios' nodes fail, possibly at once; with more than
 	// 55 % of a zone's nodes down the node-lifecycle controller stops
 	// evicting (PartialDisruption), so healthy nodes keep the share lower.
-	for i := range 3 {
+	for i := range 4 {
 		spare := cp.AddNode(ctx, fmt.Sprintf("fencers-spare-%d", i))
 		if _, err := harness.WaitForNode(ctx, cp.Client(), spare.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
 			t.Fatal(err)
@@ -97,7 +99,7 @@ func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
 
 	t.Run("a database that fences itself", func(t *testing.T) {
 		t.Parallel()
-		r := runSelfFence(ctx, t, cp, "pg", false)
+		r := runSelfFence(ctx, t, cp, "pg", selfFence{namespace: ns})
 		if err := r.singleWriter(); err != nil {
 			t.Errorf("two primaries wrote at once: %v", err)
 		}
@@ -105,12 +107,20 @@ func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
 	})
 	t.Run("a primary that ignores its deadline is caught writing twice", func(t *testing.T) {
 		t.Parallel()
-		r := runSelfFence(ctx, t, cp, "pgbad", true)
+		r := runSelfFence(ctx, t, cp, "pgbad", selfFence{namespace: ns, ignoreDeadline: true})
 		if err := r.singleWriter(); err == nil {
 			t.Error("the invariant check found no second writer, though the old primary ignored its deadline and kept writing")
 		} else {
 			t.Logf("caught, as it must be: %v", err)
 		}
+	})
+	t.Run("podhealth-controller --fence-lease", func(t *testing.T) {
+		t.Parallel()
+		r := runSelfFence(ctx, t, cp, "pgctl", selfFence{namespace: "fencers-controller", controller: true})
+		if err := r.singleWriter(); err != nil {
+			t.Errorf("two primaries wrote at once: %v", err)
+		}
+		record(r.row())
 	})
 	t.Run("the storage's network fence", func(t *testing.T) {
 		t.Parallel()
@@ -160,6 +170,7 @@ func (v *volume) spans() map[string][2]time.Time {
 // ignoreDeadline (then it writes while it runs, as a primary without a
 // watchdog that hangs in a write would).
 type primary struct {
+	namespace      string
 	name, lease    string
 	client         kubernetes.Interface
 	kubelet        *harness.Kubelet
@@ -221,12 +232,12 @@ func (p *primary) run(ctx context.Context) {
 func (p *primary) hold(ctx context.Context, now time.Time) bool {
 	ctx, cancel := context.WithTimeout(ctx, selfFenceRenew)
 	defer cancel()
-	leases := p.client.CoordinationV1().Leases(ns)
+	leases := p.client.CoordinationV1().Leases(p.namespace)
 	stamp := ptr.To(metav1.NewMicroTime(now))
 	lease, err := leases.Get(ctx, p.lease, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.lease},
+			ObjectMeta: metav1.ObjectMeta{Namespace: p.namespace, Name: p.lease},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(p.name), LeaseDurationSeconds: ptr.To(int32(selfFenceLease / time.Second)),
 				AcquireTime: stamp, RenewTime: stamp},
 		}, metav1.CreateOptions{})
@@ -264,6 +275,7 @@ type selfFenceRun struct {
 	partition, evicted, gone   time.Time
 	lastRenew, replacementLive time.Time
 	held                       int
+	byController               bool // held counts the controller's events, not checks
 }
 
 // singleWriter checks the volume alone: the old primary's last write comes
@@ -286,15 +298,36 @@ func (r selfFenceRun) singleWriter() error {
 
 func (r selfFenceRun) row() string {
 	goal := selfFenceLease + selfFenceDeadline + 5*time.Second
-	return fmt.Sprintf("| a database that fences itself (Lease %v, deadline %v, margin %v) | partitioned: evicted %v, force-deleted %v (last renewal + duration + deadline: %v), the replacement the primary and writing %v after the partition (goal ≤ %v); held back in %d checks; no two writers |",
-		selfFenceLease, selfFenceDeadline, fencing.DefaultMargin, figSec(r.evicted.Sub(r.partition)), figSec(r.gone.Sub(r.partition)),
-		figSec(r.lastRenew.Add(selfFenceLease+selfFenceDeadline).Sub(r.partition)), figSec(r.replacementLive.Sub(r.partition)), goal, r.held)
+	who, held := "a database that fences itself", fmt.Sprintf("held back in %d checks", r.held)
+	if r.byController {
+		who, held = "the same, podhealth-controller `--fence-lease` its checker", fmt.Sprintf("%d `%s` event for the hold", r.held, podsource.ReasonHeldBack)
+	}
+	return fmt.Sprintf("| %s (Lease %v, deadline %v, margin %v) | partitioned: evicted %v, force-deleted %v (last renewal + duration + deadline: %v), the replacement the primary and writing %v after the partition (goal ≤ %v); %s; no two writers |",
+		who, selfFenceLease, selfFenceDeadline, fencing.DefaultMargin, figSec(r.evicted.Sub(r.partition)), figSec(r.gone.Sub(r.partition)),
+		figSec(r.lastRenew.Add(selfFenceLease+selfFenceDeadline).Sub(r.partition)), figSec(r.replacementLive.Sub(r.partition)), goal, held)
+}
+
+// selfFence says how a self-fencing scenario runs: in which namespace,
+// whether its primary ignores its deadline (the mutation), and whether
+// podhealth-controller --fence-lease is its checker rather than an
+// operator's in-process Checker.
+type selfFence struct {
+	namespace      string
+	ignoreDeadline bool
+	controller     bool
 }
 
 // runSelfFence partitions the node of a self-fencing primary of database
 // name and follows it to its replacement's first write.
-func runSelfFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane, name string, ignoreDeadline bool) selfFenceRun {
+func runSelfFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane, name string, how selfFence) selfFenceRun {
 	c := cp.Client()
+	ns := how.namespace
+	if ns != metav1.NamespaceDefault {
+		// podhealth-controller acts in namespaces labelled so.
+		if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"podhealth.io/enabled": "true"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	nodeA, nodeB := cp.AddNode(ctx, name+"-node-a"), cp.AddNode(ctx, name+"-node-b")
 	kA, kB := cp.StartKubelet(nodeA, &harness.ContainerLog{}), cp.StartKubelet(nodeB, &harness.ContainerLog{})
 	for _, n := range []*harness.Node{nodeA, nodeB} {
@@ -323,7 +356,7 @@ func runSelfFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane, n
 	var running sync.WaitGroup
 	t.Cleanup(func() { stop(); running.Wait() })
 	startPrimary := func(pod *corev1.Pod, k *harness.Kubelet) *primary {
-		p := &primary{name: pod.Name, lease: lease, client: c, kubelet: k, uid: pod.UID, vol: vol, ignoreDeadline: ignoreDeadline}
+		p := &primary{namespace: ns, name: pod.Name, lease: lease, client: c, kubelet: k, uid: pod.UID, vol: vol, ignoreDeadline: how.ignoreDeadline}
 		if err := pollUntil(ctx, func() bool { return slicesContains(k.Running(), pod.UID) }); err != nil {
 			t.Fatalf("the kubelet of %s never ran %s: %v", k.Node().Name(), pod.Name, err)
 		}
@@ -337,7 +370,7 @@ func runSelfFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane, n
 	selector := labels.SelectorFromSet(labels.Set{"e2e.podhealth.io/database": name})
 	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
 	nodeFactory := informers.NewSharedInformerFactory(c, 0)
-	leaseWatch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases(), nil)
+	leaseWatch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases().Informer(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,9 +423,17 @@ func runSelfFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane, n
 	if err := pollUntil(ctx, func() bool { _, ok := vol.spans()[old.Name]; return ok }); err != nil {
 		t.Fatalf("%s never took the Lease and wrote: %v", old.Name, err)
 	}
-	running.Go(func() { loop.run(runCtx, checker, 500*time.Millisecond) })
+	var controller *harness.Operator
+	if how.controller {
+		// As an admin runs it, less its RBAC (the test's kubeconfig): the
+		// namespaces labelled podhealth.io/enabled=true, with --fence-lease.
+		controller = cp.StartController(t, bins, "fence-lease", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+			"--fence-lease", "--namespace-selector=podhealth.io/enabled=true")
+	} else {
+		running.Go(func() { loop.run(runCtx, checker, 500*time.Millisecond) })
+	}
 
-	r := selfFenceRun{vol: vol, old: old.Name, repl: name + "-1", partition: time.Now()}
+	r := selfFenceRun{vol: vol, old: old.Name, repl: name + "-1", partition: time.Now(), byController: how.controller}
 	kA.Partition("the node's link goes down")
 	wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
 	_, err = watch.WaitFor(wctx, "the old primary force-deleted", func([]harness.PodHistory) bool {
@@ -416,21 +457,39 @@ func runSelfFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane, n
 		t.Errorf("the old primary was force-deleted at %s, %v before its Lease had been unrenewed for its duration plus the deadline (at %s)",
 			r.gone.Format(time.StampMilli), earliest.Sub(r.gone), earliest.Format(time.StampMilli))
 	}
-	if err := loop.waitForCheckAfter(ctx, r.gone); err != nil {
-		t.Fatal(err)
-	}
-	ats, prs := loop.reportsOf(old.UID)
-	for i, pr := range prs {
-		if pr.Outcome != health.HeldBack || ats[i].Before(r.evicted) {
-			continue
+	if how.controller {
+		// The log line follows the DELETE's answer, which the watch may
+		// deliver first.
+		if err := pollUntil(ctx, func() bool { return containsLine(controller.LogLines("force-deleted pod"), old.Name) }); err != nil {
+			t.Errorf("podhealth-controller did not force-delete %s; its force deletes: %v", old.Name, controller.LogLines("force-deleted pod"))
 		}
-		if pr.HeldBack.Reason != health.HeldForFencing || !strings.Contains(pr.HeldBack.Detail, "lease "+ns+"/"+lease) {
-			t.Errorf("the old primary held back for %s, want the Lease's wait", pr.HeldBack)
+		// Its hold, judged again at each pod and node event, is one event.
+		if err := pollUntil(ctx, func() bool { return len(heldEvents(ctx, t, c, ns)) > 0 }); err != nil {
+			t.Fatalf("no %s event: %v", podsource.ReasonHeldBack, err)
 		}
-		r.held++
-	}
-	if !stsHasOutcome(prs, health.ForceDeleted) {
-		t.Errorf("the checker never reported the force delete; outcomes %v", stsOutcomes(prs))
+		events := heldEvents(ctx, t, c, ns)
+		r.held = len(events)
+		t.Logf("the hold's event, at %s: %s", events[0].CreationTimestamp.Format(time.StampMilli), events[0].Note)
+		if r.held != 1 {
+			t.Errorf("podhealth-controller recorded %d %s events for one hold, want 1", r.held, podsource.ReasonHeldBack)
+		}
+	} else {
+		if err := loop.waitForCheckAfter(ctx, r.gone); err != nil {
+			t.Fatal(err)
+		}
+		ats, prs := loop.reportsOf(old.UID)
+		for i, pr := range prs {
+			if pr.Outcome != health.HeldBack || ats[i].Before(r.evicted) {
+				continue
+			}
+			if pr.HeldBack.Reason != health.HeldForFencing || !strings.Contains(pr.HeldBack.Detail, "lease "+ns+"/"+lease) {
+				t.Errorf("the old primary held back for %s, want the Lease's wait", pr.HeldBack)
+			}
+			r.held++
+		}
+		if !stsHasOutcome(prs, health.ForceDeleted) {
+			t.Errorf("the checker never reported the force delete; outcomes %v", stsOutcomes(prs))
+		}
 	}
 
 	// The operator replaces the instance on the other node; it becomes the
@@ -612,6 +671,32 @@ func runNetworkFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 		t.Errorf("check failed: %v", err)
 	}
 	return fmt.Sprintf("| a StatefulSet pod on a node the storage fenced (a csi-addons NetworkFence, `Succeeded`; checks every 1 s) | force-deleted %v after the fence's status said so; the pod whose fence was withdrawn (`Unfenced`, an earlier fence's success left in its status) held |", figSec(gone))
+}
+
+func containsLine(lines []string, s string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// heldEvents are the events.k8s.io events of namespace that record a
+// dead pod held back.
+func heldEvents(ctx context.Context, t *testing.T, c kubernetes.Interface, namespace string) []eventsv1.Event {
+	t.Helper()
+	list, err := c.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Reason == podsource.ReasonHeldBack {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // fencersFigures is the section of FIGURES.md.

@@ -54,7 +54,7 @@ func (e *soakEnv) startDatabase(ctx context.Context) {
 	selector := labels.SelectorFromSet(labels.Set{soakDatabaseLabel: soakDatabase})
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	nodeFactory := informers.NewSharedInformerFactory(client, 0)
-	watch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases(), nil)
+	watch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases().Informer(), nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -41,6 +41,7 @@ import (
 	"github.com/podhealth/podhealth/internal/version"
 	"github.com/podhealth/podhealth/metrics"
 	podhealthcr "github.com/podhealth/podhealth/podsource/controllerruntime"
+	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 // Config is what the flags set.
@@ -305,16 +306,35 @@ func addFenceName(names *[]string, flagName, v string) error {
 	return nil
 }
 
+// leaseNamespaces are the namespaces whose Leases the cache holds: the
+// node Leases, for the Breaker, and with --fence-lease every namespace
+// acted in (all of them in the cluster-wide mode), for the Lease fencer's
+// LeaseWatch. The base ClusterRole's list and watch on leases covers them.
+func leaseNamespaces(cfg Config) map[string]cache.Config {
+	namespaces := map[string]cache.Config{corev1.NamespaceNodeLease: {}}
+	switch {
+	case !cfg.FenceLease:
+	case len(cfg.WatchNamespaces) == 0:
+		return map[string]cache.Config{cache.AllNamespaces: {}}
+	default:
+		for _, ns := range cfg.WatchNamespaces {
+			namespaces[ns] = cache.Config{}
+		}
+	}
+	return namespaces
+}
+
 // fencers builds the fencers the flags ask for, reading through live, the
-// manager's API reader.
-func fencers(cfg Config, live client.Reader) ([]health.Fencer, error) {
+// manager's API reader; seen, when not nil, says when each Lease's renewal
+// arrived.
+func fencers(cfg Config, live client.Reader, seen fencing.LeaseSightings) ([]health.Fencer, error) {
 	var out []health.Fencer
 	if cfg.FenceLease {
 		leases, err := podhealthcr.NewLiveLeases(live)
 		if err != nil {
 			return nil, err
 		}
-		f, err := fencing.NewLeaseFencer(leases, fencing.LeaseOptions{})
+		f, err := fencing.NewLeaseFencer(leases, fencing.LeaseOptions{Seen: seen})
 		if err != nil {
 			return nil, err
 		}
@@ -398,8 +418,9 @@ func run(cfg Config) error {
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:  pods,
 				&corev1.Node{}: {Transform: controller.Transform},
-				// The Breaker's node heartbeats: the node Leases only.
-				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{corev1.NamespaceNodeLease: {}}, Transform: controller.Transform},
+				// The Breaker's node heartbeats: the node Leases, and with
+				// --fence-lease those of the namespaces acted in too.
+				&coordinationv1.Lease{}: {Namespaces: leaseNamespaces(cfg), Transform: controller.Transform},
 			},
 		},
 	})
@@ -434,7 +455,19 @@ func run(cfg Config) error {
 		ShutdownTaints:    cfg.ShutdownTaints,
 		ApplyOutOfService: cfg.ApplyOutOfService,
 	}
-	if opts.Fencers, err = fencers(cfg, mgr.GetAPIReader()); err != nil {
+	var seen fencing.LeaseSightings
+	if cfg.FenceLease {
+		// When each renewal arrived, so that a self-fencing pod's wait
+		// runs from its holder's last renewal, not from its eviction.
+		informer, err := mgr.GetCache().GetInformer(context.Background(), &coordinationv1.Lease{}, cache.BlockUntilSynced(false))
+		if err != nil {
+			return err
+		}
+		if seen, err = kube.NewLeaseWatch(informer, nil); err != nil {
+			return err
+		}
+	}
+	if opts.Fencers, err = fencers(cfg, mgr.GetAPIReader(), seen); err != nil {
 		return err
 	}
 	if cfg.MaxDeletes > 0 {

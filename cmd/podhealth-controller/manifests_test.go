@@ -20,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/yaml"
 
 	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
@@ -217,5 +218,29 @@ func TestEveryFlagTheChartPassesExists(t *testing.T) {
 	for _, f := range flags {
 		name := f[1] + f[2]
 		require.NotNil(t, fs.Lookup(name), "the chart passes --%s, which podhealth-controller does not have", name)
+	}
+}
+
+// With --fence-lease the cache holds the Leases of every namespace acted
+// in (for the Lease fencer's LeaseWatch) as well as the node Leases;
+// without it, the node Leases alone.
+func TestTheLeaseCacheCoversTheNamespacesActedInWithFenceLease(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"no --fence-lease", Config{}, []string{corev1.NamespaceNodeLease}},
+		{"cluster-wide", Config{FenceLease: true}, []string{cache.AllNamespaces}},
+		{"namespaced", Config{FenceLease: true, WatchNamespaces: []string{"db", "shop"}}, []string{"db", corev1.NamespaceNodeLease, "shop"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for ns := range leaseNamespaces(tt.cfg) {
+				got = append(got, ns)
+			}
+			sort.Strings(got)
+			require.Equal(t, tt.want, got)
+		})
 	}
 }

@@ -375,7 +375,7 @@ func TestTheFencingComponentsGrantTheirReadsAndTheFlagsTogether(t *testing.T) {
 			require.NoError(t, yaml.Unmarshal(data, &d))
 			cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), d.Spec.Template.Spec.Containers[0].Args)
 			require.NoError(t, err)
-			fencers, err := fencers(cfg, fakeReader{})
+			fencers, err := fencers(cfg, fakeReader{}, nil)
 			require.NoError(t, err)
 			require.Empty(t, fencers, "no fencer by default")
 		}
@@ -421,7 +421,7 @@ components:
 			cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), deployment.Spec.Template.Spec.Containers[0].Args)
 			require.NoError(t, err)
 			tt.check(t, cfg)
-			fencers, err := fencers(cfg, fakeReader{})
+			fencers, err := fencers(cfg, fakeReader{}, nil)
 			require.NoError(t, err)
 			require.Len(t, fencers, 1)
 		})

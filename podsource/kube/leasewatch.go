@@ -6,7 +6,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -38,18 +37,25 @@ type leaseVersion struct {
 	at time.Time
 }
 
-// NewLeaseWatch returns a LeaseWatch fed by informer, typically
-// factory.Coordination().V1().Leases() of the workloads' namespace. clk
-// nil means the real clock.
-func NewLeaseWatch(informer coordinationinformers.LeaseInformer, clk clock.PassiveClock) (*LeaseWatch, error) {
+// LeaseEvents is what a LeaseWatch needs of a Lease informer: client-go's
+// (factory.Coordination().V1().Leases().Informer()) and
+// controller-runtime's (mgr.GetCache().GetInformer(ctx, &Lease{})) both
+// have it.
+type LeaseEvents interface {
+	AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+}
+
+// NewLeaseWatch returns a LeaseWatch fed by informer, an informer of the
+// workloads' Leases. clk nil means the real clock.
+func NewLeaseWatch(informer LeaseEvents, clk clock.PassiveClock) (*LeaseWatch, error) {
 	if isNil(informer) {
-		return nil, errors.New("kube: NewLeaseWatch: nil LeaseInformer (a typed nil too)")
+		return nil, errors.New("kube: NewLeaseWatch: nil Lease informer (a typed nil too)")
 	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	w := &LeaseWatch{clock: clk, seen: map[string]leaseVersion{}}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    w.saw,
 		UpdateFunc: func(_, obj any) { w.saw(obj) },
 		DeleteFunc: w.forget,

@@ -27,7 +27,7 @@ func TestLeaseWatchStartsTheWaitWhenTheLastRenewalArrived(t *testing.T) {
 	clk := clocktesting.NewFakeClock(renewed)
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("db"))
-	watch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases(), clk)
+	watch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases().Informer(), clk)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); factory.Shutdown() }()
@@ -61,5 +61,5 @@ func TestLeaseWatchStartsTheWaitWhenTheLastRenewalArrived(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := watch.LeaseSeen("db", "pg-primary", created.ResourceVersion); return !ok }, 5*time.Second, 10*time.Millisecond, "a deleted Lease is forgotten")
 
 	_, err = kube.NewLeaseWatch(nil, nil)
-	require.ErrorContains(t, err, "nil LeaseInformer")
+	require.ErrorContains(t, err, "nil Lease informer")
 }
