@@ -36,7 +36,7 @@
 //	D2  | >=1         | 0    | none                              | true    | nil
 //	D3  | >=1         | >=1  | all succeed or pod already gone   | true    | nil
 //	D4  | 0           | >=1  | all succeed or pod already gone   | false   | nil
-//	D5  | any         | >=1  | at least one fails                | false   | errors.Join of one *DeleteError per failed pod
+//	D5  | any         | >=1  | at least one fails or can't be judged | false | errors.Join of a *DeleteError per failed pod, *FenceError, ErrClaimUnavailable, ErrUnidentifiedPod
 //	D6  | source fails|      | none                              | false   | *ListError wrapping the source's error
 //	D7  | context ends|      | stops at once                     | false   | wraps the context's error
 //	D8  | >=1         | >=1  | held back, the others as D3       | true    | nil
