@@ -287,6 +287,57 @@ func TestThePodDisruptionBudgetAllowsADrainAtAnyReplicaCount(t *testing.T) {
 	}
 }
 
+// TestChartTakesTheValuesEveryChartTakes: a platform team's production
+// values (a private registry's pull secret, a node pool with its taint,
+// zone spread, its own labels and security contexts, no budget, a parent
+// chart's global values) land in the Deployment as given, the built-in
+// tolerations and the selector stay, and the chart lints.
+func TestChartTakesTheValuesEveryChartTakes(t *testing.T) {
+	zoneSpread := map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "podhealth-controller"}}}
+	values := map[string]any{
+		"imagePullSecrets":          []any{map[string]any{"name": "regcred"}},
+		"nodeSelector":              map[string]any{"node-pool": "system"},
+		"tolerations":               []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "system", "effect": "NoSchedule"}},
+		"affinity":                  map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "kubernetes.io/arch", "operator": "In", "values": []any{"amd64", "arm64"}}}}}}}},
+		"topologySpreadConstraints": []any{zoneSpread},
+		"podLabels":                 map[string]any{"team": "platform"},
+		"podAnnotations":            map[string]any{"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+		"podSecurityContext":        map[string]any{"runAsNonRoot": true, "fsGroup": 65532},
+		"securityContext":           map[string]any{"readOnlyRootFilesystem": true},
+		"podDisruptionBudget":       map[string]any{"enabled": false},
+		"global":                    map[string]any{"imageRegistry": "registry.example"},
+	}
+	objs := chart(t, values)
+	deployment := find(t, objs, "Deployment", namespace, "podhealth-controller")
+	spec, _, _ := unstructured.NestedMap(deployment.Object, "spec", "template", "spec")
+	require.Equal(t, values["imagePullSecrets"], spec["imagePullSecrets"])
+	require.Equal(t, values["nodeSelector"], spec["nodeSelector"])
+	require.Equal(t, values["affinity"], spec["affinity"])
+	require.Equal(t, []any{map[string]any{"maxSkew": int64(1), "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "podhealth-controller"}}}}, spec["topologySpreadConstraints"])
+	// Helm merges a map given with the chart's own: the defaults stay
+	// unless set to null.
+	require.Equal(t, map[string]any{"runAsNonRoot": true, "fsGroup": int64(65532), "runAsUser": int64(65532), "runAsGroup": int64(65532),
+		"seccompProfile": map[string]any{"type": "RuntimeDefault"}}, spec["securityContext"])
+	tolerations := spec["tolerations"].([]any)
+	require.Len(t, tolerations, 3, "the built-in two and the pool's")
+	require.Equal(t, "node.kubernetes.io/unreachable", tolerations[0].(map[string]any)["key"])
+	require.Equal(t, "dedicated", tolerations[2].(map[string]any)["key"])
+	container := spec["containers"].([]any)[0].(map[string]any)
+	require.Equal(t, map[string]any{"readOnlyRootFilesystem": true, "allowPrivilegeEscalation": false, "capabilities": map[string]any{"drop": []any{"ALL"}}}, container["securityContext"])
+	labels, _, _ := unstructured.NestedStringMap(deployment.Object, "spec", "template", "metadata", "labels")
+	require.Equal(t, map[string]string{"team": "platform", "app.kubernetes.io/name": "podhealth-controller"}, labels)
+	selector, _, _ := unstructured.NestedStringMap(deployment.Object, "spec", "selector", "matchLabels")
+	require.Equal(t, map[string]string{"app.kubernetes.io/name": "podhealth-controller"}, selector, "the selector is immutable: pod labels never join it")
+	annotations, _, _ := unstructured.NestedStringMap(deployment.Object, "spec", "template", "metadata", "annotations")
+	require.Equal(t, map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}, annotations)
+	for _, o := range objs {
+		require.NotEqual(t, "PodDisruptionBudget", o.GetKind(), "podDisruptionBudget.enabled: false")
+	}
+	require.NoError(t, manifests.Lint(chartDir, namespace, values))
+}
+
 func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 	for name, values := range map[string]map[string]any{
 		"a misspelt value":                  {"dryrun": true},
@@ -309,6 +360,10 @@ func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 		"an empty fence class":              {"fencing": map[string]any{"networkFence": map[string]any{"classes": []any{""}}}},
 		"a misspelt fencing value":          {"fencing": map[string]any{"leases": true}},
 		"a priority quota without a class":  {"priorityClassQuota": map[string]any{"enabled": true}, "priorityClassName": ""},
+		"a pull secret that is only a name": {"imagePullSecrets": []any{"regcred"}},
+		"a node selector's number":          {"nodeSelector": map[string]any{"pool": 1}},
+		"a misspelt node selector":          {"nodeSelectors": map[string]any{"pool": "system"}},
+		"a spread without its key":          {"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := manifests.Chart(chartDir, namespace, values)
