@@ -338,32 +338,60 @@ func TestChartTakesTheValuesEveryChartTakes(t *testing.T) {
 	require.NoError(t, manifests.Lint(chartDir, namespace, values))
 }
 
+// TestChartMonitoringPlugsIntoTheUsualStacks: kube-prometheus-stack
+// selects ServiceMonitors and PrometheusRules by its release label and may
+// look in its own namespace: the labels, the namespace and the interval
+// given land on them, and a ServiceMonitor in another namespace selects
+// the Service in the release's.
+func TestChartMonitoringPlugsIntoTheUsualStacks(t *testing.T) {
+	stack := map[string]any{"release": "kube-prometheus-stack"}
+	objs := chart(t, map[string]any{"metrics": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true, "labels": stack, "interval": "30s", "namespace": "monitoring"},
+		"prometheusRule": map[string]any{"enabled": true, "labels": stack, "namespace": "monitoring"},
+	}})
+	sm := find(t, objs, "ServiceMonitor", "monitoring", "podhealth-controller")
+	require.Equal(t, "kube-prometheus-stack", sm.GetLabels()["release"])
+	require.Equal(t, "podhealth-controller", sm.GetLabels()["app.kubernetes.io/name"], "the chart's own labels stay")
+	names, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames")
+	require.Equal(t, []string{namespace}, names)
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	require.Equal(t, "30s", endpoints[0].(map[string]any)["interval"])
+	rule := find(t, objs, "PrometheusRule", "monitoring", "podhealth-controller")
+	require.Equal(t, "kube-prometheus-stack", rule.GetLabels()["release"])
+
+	same := chart(t, map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}})
+	sm = find(t, same, "ServiceMonitor", namespace, "podhealth-controller")
+	_, found, _ := unstructured.NestedMap(sm.Object, "spec", "namespaceSelector")
+	require.False(t, found, "in the release's namespace it needs no namespace selector")
+}
+
 func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 	for name, values := range map[string]map[string]any{
-		"a misspelt value":                  {"dryrun": true},
-		"a digest that is none":             {"image": map[string]any{"repository": "r", "tag": "t", "digest": "latest"}},
-		"a selector in the namespaced mode": {"watchNamespaces": []any{"shop"}, "namespaceSelector": "team=a"},
-		"a name that is no namespace's":     {"watchNamespaces": []any{"Shop_1"}},
-		"a namespace twice":                 {"watchNamespaces": []any{"shop", "shop"}},
-		"out of service without evidence":   {"outOfService": map[string]any{"enabled": true}},
-		"out of service, namespaced":        {"outOfService": map[string]any{"enabled": true}, "shutdownTaints": []any{cloudShutdown}, "watchNamespaces": []any{"shop"}},
-		"Kubernetes' own taint as evidence": {"shutdownTaints": []any{map[string]any{"key": "node.kubernetes.io/unreachable", "after": "1m"}}},
-		"a shutdown taint with no wait":     {"shutdownTaints": []any{map[string]any{"key": "node.cloudprovider.kubernetes.io/shutdown", "after": "0s"}}},
-		"a shutdown taint without a key":    {"shutdownTaints": []any{map[string]any{"after": "2s"}}},
-		"a share above 1":                   {"breaker": map[string]any{"unhealthyShare": 1.5}},
-		"a share of 0":                      {"breaker": map[string]any{"unhealthyShare": 0}},
-		"a negative budget":                 {"budget": map[string]any{"maxForceDeletes": -1}},
-		"a window that is no duration":      {"budget": map[string]any{"window": "soon"}},
-		"no replica":                        {"replicas": 0},
-		"an argument that is no flag":       {"extraArgs": []any{"workers=8"}},
-		"a fence driver named twice":        {"fencing": map[string]any{"networkFence": map[string]any{"drivers": []any{"rbd.csi.ceph.com", "rbd.csi.ceph.com"}}}},
-		"an empty fence class":              {"fencing": map[string]any{"networkFence": map[string]any{"classes": []any{""}}}},
-		"a misspelt fencing value":          {"fencing": map[string]any{"leases": true}},
-		"a priority quota without a class":  {"priorityClassQuota": map[string]any{"enabled": true}, "priorityClassName": ""},
-		"a pull secret that is only a name": {"imagePullSecrets": []any{"regcred"}},
-		"a node selector's number":          {"nodeSelector": map[string]any{"pool": 1}},
-		"a misspelt node selector":          {"nodeSelectors": map[string]any{"pool": "system"}},
-		"a spread without its key":          {"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1}}},
+		"a misspelt value":                        {"dryrun": true},
+		"a digest that is none":                   {"image": map[string]any{"repository": "r", "tag": "t", "digest": "latest"}},
+		"a selector in the namespaced mode":       {"watchNamespaces": []any{"shop"}, "namespaceSelector": "team=a"},
+		"a name that is no namespace's":           {"watchNamespaces": []any{"Shop_1"}},
+		"a namespace twice":                       {"watchNamespaces": []any{"shop", "shop"}},
+		"out of service without evidence":         {"outOfService": map[string]any{"enabled": true}},
+		"out of service, namespaced":              {"outOfService": map[string]any{"enabled": true}, "shutdownTaints": []any{cloudShutdown}, "watchNamespaces": []any{"shop"}},
+		"Kubernetes' own taint as evidence":       {"shutdownTaints": []any{map[string]any{"key": "node.kubernetes.io/unreachable", "after": "1m"}}},
+		"a shutdown taint with no wait":           {"shutdownTaints": []any{map[string]any{"key": "node.cloudprovider.kubernetes.io/shutdown", "after": "0s"}}},
+		"a shutdown taint without a key":          {"shutdownTaints": []any{map[string]any{"after": "2s"}}},
+		"a share above 1":                         {"breaker": map[string]any{"unhealthyShare": 1.5}},
+		"a share of 0":                            {"breaker": map[string]any{"unhealthyShare": 0}},
+		"a negative budget":                       {"budget": map[string]any{"maxForceDeletes": -1}},
+		"a window that is no duration":            {"budget": map[string]any{"window": "soon"}},
+		"no replica":                              {"replicas": 0},
+		"an argument that is no flag":             {"extraArgs": []any{"workers=8"}},
+		"a fence driver named twice":              {"fencing": map[string]any{"networkFence": map[string]any{"drivers": []any{"rbd.csi.ceph.com", "rbd.csi.ceph.com"}}}},
+		"an empty fence class":                    {"fencing": map[string]any{"networkFence": map[string]any{"classes": []any{""}}}},
+		"a misspelt fencing value":                {"fencing": map[string]any{"leases": true}},
+		"a priority quota without a class":        {"priorityClassQuota": map[string]any{"enabled": true}, "priorityClassName": ""},
+		"a pull secret that is only a name":       {"imagePullSecrets": []any{"regcred"}},
+		"a node selector's number":                {"nodeSelector": map[string]any{"pool": 1}},
+		"a misspelt node selector":                {"nodeSelectors": map[string]any{"pool": "system"}},
+		"a spread without its key":                {"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1}}},
+		"a scrape interval Prometheus can't read": {"metrics": map[string]any{"serviceMonitor": map[string]any{"interval": "30 seconds"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := manifests.Chart(chartDir, namespace, values)
