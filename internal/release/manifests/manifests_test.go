@@ -365,6 +365,16 @@ func TestChartMonitoringPlugsIntoTheUsualStacks(t *testing.T) {
 	require.False(t, found, "in the release's namespace it needs no namespace selector")
 }
 
+// TestChartTakesTheDurationsTheControllerTakes: durations the flag check
+// accepts, in several parts, with fractions and in every unit, render.
+func TestChartTakesTheDurationsTheControllerTakes(t *testing.T) {
+	for _, d := range []string{"1m30s", "2.5s", "500ms", "1h", "90s", "1.5ns", "250us", "999999h"} {
+		_, err := manifests.Chart(chartDir, namespace, map[string]any{"budget": map[string]any{"window": d}, "breaker": map[string]any{"recheckInterval": d},
+			"shutdownTaints": []any{map[string]any{"key": "example.com/off", "after": d}}})
+		require.NoError(t, err, d)
+	}
+}
+
 func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 	for name, values := range map[string]map[string]any{
 		"a misspelt value":                        {"dryrun": true},
@@ -392,6 +402,13 @@ func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 		"a misspelt node selector":                {"nodeSelectors": map[string]any{"pool": "system"}},
 		"a spread without its key":                {"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1}}},
 		"a scrape interval Prometheus can't read": {"metrics": map[string]any{"serviceMonitor": map[string]any{"interval": "30 seconds"}}},
+		"a window of zero":                        {"budget": map[string]any{"window": "0s"}},
+		"a recheck of zero in two parts":          {"breaker": map[string]any{"recheckInterval": "0m0s"}},
+		"a window beyond Go's range":              {"budget": map[string]any{"window": "9999999999h"}},
+		"a window that rounds down to zero":       {"budget": map[string]any{"window": "0.5ns"}},
+		"a shutdown taint's key named twice":      {"shutdownTaints": []any{cloudShutdown, cloudShutdown}},
+		"a taint name over 63 characters":         {"shutdownTaints": []any{map[string]any{"key": "example.com/" + strings.Repeat("n", 64), "after": "2s"}}},
+		"a shutdown taint's wait beyond range":    {"shutdownTaints": []any{map[string]any{"key": "example.com/off", "after": "9999999999h"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := manifests.Chart(chartDir, namespace, values)
