@@ -63,8 +63,16 @@ const fencersSection = "fencers"
 //     force-deleted, and one whose fence was withdrawn is held.
 func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	t.Cleanup(cancel) // after the parallel subtests, unlike a defer
+	// The subtests wait for a slot of -parallel: each has a deadline of
+	// its own, from when it runs (sub), and this one is the setup's.
+	setup, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	ctx := setup
+	sub := func(t *testing.T) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	// The scenarios' nodes fail at once: at the node-lifecycle
 	// controller's default rate (one node tainted per 10 s) they would
 	// queue, and the figures would measure the queue.
@@ -99,7 +107,7 @@ func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
 
 	t.Run("a database that fences itself", func(t *testing.T) {
 		t.Parallel()
-		r := runSelfFence(ctx, t, cp, "pg", selfFence{namespace: ns})
+		r := runSelfFence(sub(t), t, cp, "pg", selfFence{namespace: ns})
 		if err := r.singleWriter(); err != nil {
 			t.Errorf("two primaries wrote at once: %v", err)
 		}
@@ -107,7 +115,7 @@ func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
 	})
 	t.Run("a primary that ignores its deadline is caught writing twice", func(t *testing.T) {
 		t.Parallel()
-		r := runSelfFence(ctx, t, cp, "pgbad", selfFence{namespace: ns, ignoreDeadline: true})
+		r := runSelfFence(sub(t), t, cp, "pgbad", selfFence{namespace: ns, ignoreDeadline: true})
 		if err := r.singleWriter(); err == nil {
 			t.Error("the invariant check found no second writer, though the old primary ignored its deadline and kept writing")
 		} else {
@@ -116,7 +124,7 @@ func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
 	})
 	t.Run("podhealth-controller --fence-lease", func(t *testing.T) {
 		t.Parallel()
-		r := runSelfFence(ctx, t, cp, "pgctl", selfFence{namespace: "fencers-controller", controller: true})
+		r := runSelfFence(sub(t), t, cp, "pgctl", selfFence{namespace: "fencers-controller", controller: true})
 		if err := r.singleWriter(); err != nil {
 			t.Errorf("two primaries wrote at once: %v", err)
 		}
@@ -124,7 +132,7 @@ func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
 	})
 	t.Run("the storage's network fence", func(t *testing.T) {
 		t.Parallel()
-		record(runNetworkFence(ctx, t, cp))
+		record(runNetworkFence(sub(t), t, cp))
 	})
 }
 
@@ -230,7 +238,9 @@ func (p *primary) run(ctx context.Context) {
 // hold acquires or renews the Lease, as of now, and says whether it holds
 // it: it takes over only a Lease expired by its own clock.
 func (p *primary) hold(ctx context.Context, now time.Time) bool {
-	ctx, cancel := context.WithTimeout(ctx, selfFenceRenew)
+	// A loaded API server may take longer than a renewal interval: the
+	// renewal counts from its start either way.
+	ctx, cancel := context.WithTimeout(ctx, 4*selfFenceRenew)
 	defer cancel()
 	leases := p.client.CoordinationV1().Leases(p.namespace)
 	stamp := ptr.To(metav1.NewMicroTime(now))
