@@ -186,9 +186,18 @@ type primary struct {
 	vol            *volume
 	ignoreDeadline bool
 
-	mu        sync.Mutex
-	lastRenew time.Time // the start of its last renewal that succeeded
-	stopped   time.Time // when its watchdog stopped it
+	mu          sync.Mutex
+	lastRenew   time.Time // the start of its last renewal that succeeded
+	stopped     time.Time // when its watchdog stopped it
+	failedHolds int       // renewals that failed, with the last error
+	lastHoldErr error
+}
+
+// holdFailures says how many of its renewals failed and why the last did.
+func (p *primary) holdFailures() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failedHolds, p.lastHoldErr
 }
 
 func (p *primary) renewedAt() time.Time {
@@ -213,11 +222,15 @@ func (p *primary) run(ctx context.Context) {
 		now := time.Now()
 		if p.kubelet.Connected() && now.Sub(lastTry) >= selfFenceRenew {
 			lastTry = now
-			if p.hold(ctx, now) {
-				p.mu.Lock()
+			err := p.hold(ctx, now)
+			p.mu.Lock()
+			if err == nil {
 				p.lastRenew = now
-				p.mu.Unlock()
+			} else {
+				p.failedHolds++
+				p.lastHoldErr = err
 			}
+			p.mu.Unlock()
 		}
 		renewed := p.renewedAt()
 		switch {
@@ -235,9 +248,12 @@ func (p *primary) run(ctx context.Context) {
 	}
 }
 
-// hold acquires or renews the Lease, as of now, and says whether it holds
-// it: it takes over only a Lease expired by its own clock.
-func (p *primary) hold(ctx context.Context, now time.Time) bool {
+// errHeldByAnother is hold's answer while another primary holds the Lease.
+var errHeldByAnother = errors.New("the Lease is held by another primary and has not expired")
+
+// hold acquires or renews the Lease, as of now, and says why it does not
+// hold it: it takes over only a Lease expired by its own clock.
+func (p *primary) hold(ctx context.Context, now time.Time) error {
 	// A loaded API server may take longer than a renewal interval: the
 	// renewal counts from its start either way.
 	ctx, cancel := context.WithTimeout(ctx, 4*selfFenceRenew)
@@ -251,22 +267,22 @@ func (p *primary) hold(ctx context.Context, now time.Time) bool {
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(p.name), LeaseDurationSeconds: ptr.To(int32(selfFenceLease / time.Second)),
 				AcquireTime: stamp, RenewTime: stamp},
 		}, metav1.CreateOptions{})
-		return err == nil
+		return err
 	}
 	if err != nil {
-		return false
+		return err
 	}
 	spec := &lease.Spec
 	if ptrValue(spec.HolderIdentity) != p.name {
 		if spec.RenewTime != nil && now.Before(spec.RenewTime.Add(selfFenceLease)) {
-			return false // held by another, not expired
+			return errHeldByAnother
 		}
 		spec.HolderIdentity, spec.AcquireTime = ptr.To(p.name), stamp
 		spec.LeaseTransitions = ptr.To(ptrValue(spec.LeaseTransitions) + 1)
 	}
 	spec.RenewTime = stamp
 	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
-	return err == nil
+	return err
 }
 
 func slicesContains(uids []types.UID, uid types.UID) bool {

@@ -35,6 +35,9 @@ type soakHistory struct {
 	// The cloud soak's: the attacher's log and the taint spans.
 	Attaches []harness.AttachEvent
 	Taints   []soakTaintSpan
+	// Writes are the self-fencing database's writes to its volume, in
+	// time order.
+	Writes []volumeWrite
 }
 
 // soakPod is what the history checker needs to know of a pod.
@@ -95,7 +98,7 @@ type soakResult struct {
 // example operators or the soak's StatefulSet checker, not the simulated
 // kubelets, the controller-manager (PodGC) or the test itself.
 func soakLibraryAgent(userAgent string) bool {
-	for _, prefix := range []string{"podhealth-operator/", "podhealth-controllerruntime/", soakCheckerAgent} {
+	for _, prefix := range []string{"podhealth-operator/", "podhealth-controllerruntime/", soakCheckerAgent, soakDatabaseAgent} {
 		if strings.HasPrefix(userAgent, prefix) {
 			return true
 		}
@@ -142,7 +145,8 @@ func soakDescribe(e harness.ContainerEvent, t0 time.Time) string {
 //  3. no pod receives more than one force DELETE of the library;
 //  4. after each fault ends, every workload that had no live pod (a running
 //     container on a node that reaches the API server) has one again
-//     within bound.
+//     within bound;
+//  5. the self-fencing database's volume never has two writers at once.
 func soakCheck(h soakHistory, bound time.Duration) soakResult {
 	var t0 time.Time
 	if len(h.Containers) > 0 {
@@ -156,6 +160,7 @@ func soakCheck(h soakHistory, bound time.Duration) soakResult {
 	recovery, violations := soakCheckRecovery(h, bound, t0)
 	res.Violations = append(res.Violations, violations...)
 	res.Recovery = recovery
+	res.Violations = append(res.Violations, soakCheckOneWriter(h.Writes, t0)...)
 	return res
 }
 
@@ -424,6 +429,7 @@ func TestSoakCheckerFindsEachBrokenInvariant(t *testing.T) {
 		Workloads: []string{"StatefulSet pod db-0", "web"},
 		End:       at(60),
 	}
+	clean.Writes = []volumeWrite{{"pgs-a", at(1)}, {"pgs-a", at(1.1)}, {"pgs-b", at(19)}, {"pgs-b", at(19.1)}}
 	got := soakCheck(clean, soakRecoveryBound)
 	require.Empty(t, got.Violations, "a clean history")
 	require.Equal(t, 1, got.ForceDeletes)
@@ -457,6 +463,9 @@ func TestSoakCheckerFindsEachBrokenInvariant(t *testing.T) {
 		{"a workload that does not come back within the bound", func(h *soakHistory) {
 			h.Containers = h.Containers[:len(h.Containers)-1]
 		}, 4},
+		{"the database's old primary writes again after its replacement did", func(h *soakHistory) {
+			h.Writes = []volumeWrite{{"pgs-a", at(1)}, {"pgs-a", at(1.1)}, {"pgs-b", at(19)}, {"pgs-a", at(19.1)}, {"pgs-b", at(19.2)}}
+		}, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -89,6 +89,10 @@ type soakConfig struct {
 	// silenceTainter, with cloud, replaces podhealth-controller by a
 	// mutant that taints a node out-of-service on its silence alone.
 	silenceTainter bool
+	// database adds the self-fencing database (soak_database_test.go);
+	// databaseIgnoresDeadline is its mutation: a primary that writes on
+	// once it cannot renew its Lease.
+	database, databaseIgnoresDeadline bool
 }
 
 // soakEnv is the cluster a soak runs on and what it records.
@@ -113,6 +117,12 @@ type soakEnv struct {
 	injected  []soakInjected
 	workloads []string
 	procs     map[string]*soakProcess
+
+	// volume is the self-fencing database's, with cfg.database, and
+	// primaries are the primaries that wrote to it.
+	volume      *volume
+	primariesMu sync.Mutex
+	primaries   []*primary
 
 	// The cloud soak's: its attacher, its cloud, and the taint spans.
 	attacher *harness.Attacher
@@ -153,7 +163,7 @@ func TestSoakFaults(t *testing.T) {
 		}
 	}
 	t.Logf("soak seed %d (replay: %s=%d)", seed, soakSeedEnv, seed)
-	cfg := soakConfig{seed: seed, nodeFaults: nodeFaults, controlFaults: (nodeFaults + 1) / 2, operators: true}
+	cfg := soakConfig{seed: seed, nodeFaults: nodeFaults, controlFaults: (nodeFaults + 1) / 2, operators: true, database: true}
 	h, env := runSoak(t, cfg)
 	res := soakCheck(h, soakRecoveryBound)
 	for _, v := range res.Violations {
@@ -161,6 +171,14 @@ func TestSoakFaults(t *testing.T) {
 	}
 	if res.ForceDeleted == 0 {
 		t.Errorf("seed %d: the library force-deleted nothing: the schedule tested no recovery", seed)
+	}
+	writers := map[string]int{}
+	for _, w := range h.Writes {
+		writers[w.who]++
+	}
+	t.Logf("the self-fencing database had %d primaries over the soak (writes by each: %v)", len(writers), writers)
+	if len(writers) == 0 {
+		t.Errorf("seed %d: the self-fencing database never wrote; its primaries:\n%s", seed, strings.Join(env.describePrimaries(), "\n"))
 	}
 	writing := os.Getenv(figWriteEnv) == "1"
 	var alone *soakResult
@@ -220,6 +238,39 @@ func TestSoakCheckerCatchesAPolicyWithoutFencing(t *testing.T) {
 	}
 }
 
+// TestSoakCheckerCatchesAPrimaryThatIgnoresItsDeadline: with the
+// self-fencing database's primary mutated to write on once it cannot renew
+// its Lease, one long partition of its node gets it force-deleted (its
+// Lease expired for the wait) while it still writes, its replacement takes
+// the Lease and writes too, and the history checker finds the two writers
+// (invariant 5) from the volume alone.
+func TestSoakCheckerCatchesAPrimaryThatIgnoresItsDeadline(t *testing.T) {
+	t.Parallel()
+	h, _ := runSoak(t, soakConfig{
+		database: true, databaseIgnoresDeadline: true,
+		schedule: func(podNodes map[string]string) []soakFault {
+			for pod, node := range podNodes {
+				if strings.HasPrefix(pod, soakDatabase+"-") {
+					return []soakFault{{Kind: faultPartition, At: time.Second, For: 35 * time.Second, Node: node}}
+				}
+			}
+			t.Fatal("the database's instance runs nowhere")
+			return nil
+		},
+	})
+	res := soakCheck(h, soakRecoveryBound)
+	found := false
+	for _, v := range res.Violations {
+		if v.Invariant == 5 {
+			found = true
+			t.Logf("found, as it must: %s", v)
+		}
+	}
+	if !found {
+		t.Fatalf("the checker missed the primary that ignored its deadline: violations %v", res.Violations)
+	}
+}
+
 // runSoak starts the cluster and workloads of cfg, injects its faults,
 // waits for the workloads to recover, and returns the history.
 func runSoak(t *testing.T, cfg soakConfig) (soakHistory, *soakEnv) {
@@ -249,6 +300,9 @@ func runSoak(t *testing.T, cfg soakConfig) (soakHistory, *soakEnv) {
 		env.startCloud(ctx)
 	}
 	env.startWorkloads(ctx)
+	if cfg.database && !cfg.libraryOff {
+		env.startDatabase(ctx)
+	}
 
 	if err := pollUntil(ctx, func() bool { return env.allLive() }); err != nil {
 		t.Fatalf("the workloads never all ran: %v\n%s", err, strings.Join(env.describeLive(), "\n"))
@@ -297,6 +351,7 @@ func runSoak(t *testing.T, cfg soakConfig) (soakHistory, *soakEnv) {
 		Faults:     append([]soakInjected(nil), env.injected...),
 		Workloads:  append([]string(nil), env.workloads...),
 		Taints:     append([]soakTaintSpan(nil), env.taints...),
+		Writes:     env.volume.all(),
 		End:        time.Now(),
 	}
 	if env.attacher != nil {
@@ -911,6 +966,7 @@ func soakFigures(res soakResult, stateful map[soakFaultKind][]time.Duration, alo
 		"every force DELETE has a UID precondition; none is for a pod the policy holds back",
 		"no pod receives more than one force DELETE",
 		"every workload has a live pod again within the bound after each fault",
+		"the self-fencing database never has two writers at once",
 	} {
 		fmt.Fprintf(&b, "| %d. %s | %d |\n", i+1, what, perInvariant[i+1])
 	}
