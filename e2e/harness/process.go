@@ -17,6 +17,7 @@ type process struct {
 	name    string
 	path    string
 	args    []string
+	env     []string // added to the test binary's environment
 	logPath string
 
 	mu   sync.Mutex
@@ -39,6 +40,9 @@ func (p *process) start() error {
 	}
 	fmt.Fprintf(logFile, "==== %s: starting %s\n", time.Now().Format(time.RFC3339Nano), p.name)
 	cmd := exec.Command(p.path, p.args...)
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = sysProcAttr()
@@ -120,4 +124,29 @@ func (p *process) tail(n int) string {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || err == syscall.EPERM
+}
+
+// kill ends the process group at once with SIGKILL, as a crash would, and
+// reaps the process. It is a no-op if the process is not running.
+func (p *process) kill() error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd, p.done = nil, nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	return nil
+}
+
+// signal sends sig to the running process alone.
+func (p *process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	return syscall.Kill(p.cmd.Process.Pid, sig)
 }

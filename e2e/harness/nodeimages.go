@@ -1,0 +1,155 @@
+package harness
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// The images of the real nodes, as their pods name them. Nothing pulls
+// them: each node's containerd imports them from [NodeImages.Archive], and
+// pods name them with imagePullPolicy Never.
+const (
+	// PauseImage is the pod sandbox's image (containerd's pinned sandbox
+	// image on every real node).
+	PauseImage = "e2e.podhealth.io/pause:v1"
+	// WriterImage runs e2e/nodeimages/writer: it appends a line
+	// "IDENTITY UID SEQUENCE UNIX_NANOSECONDS" to $WRITES_FILE every
+	// $WRITE_INTERVAL (100 ms by default) until SIGTERM.
+	WriterImage = "e2e.podhealth.io/writer:v1"
+)
+
+// nodeImagePrograms are the packages of the e2e module that the images
+// run, each as its image's one file and entrypoint.
+var nodeImagePrograms = []struct{ image, pkg, file string }{
+	{PauseImage, modulePath + "/nodeimages/pause", "/pause"},
+	{WriterImage, modulePath + "/nodeimages/writer", "/writer"},
+}
+
+// NodeImages is the image archive that real nodes import.
+type NodeImages struct {
+	// Archive is a docker-archive tarball (what `docker save` writes)
+	// holding PauseImage and WriterImage, each one layer with one static
+	// binary.
+	Archive string
+}
+
+// BuildNodeImages builds the programs of the real nodes' images as static
+// binaries and writes them, as images of one layer each, into one archive
+// in dir. The archive is written by hand in the format of `docker save`:
+// a manifest, a config per image and a layer per image, which
+// `ctr images import` takes; go-containerregistry would do the same at
+// the cost of a dependency graph that raises modules the other modules
+// build.
+func BuildNodeImages(ctx context.Context, dir string) (NodeImages, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return NodeImages{}, err
+	}
+	modDir, err := findModuleDir(wd, modulePath)
+	if err != nil {
+		return NodeImages{}, err
+	}
+	binDir := filepath.Join(dir, "image-binaries")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return NodeImages{}, err
+	}
+	args := []string{"build", stripFlags, "-o", binDir + string(filepath.Separator)}
+	for _, p := range nodeImagePrograms {
+		args = append(args, p.pkg)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = modDir
+	// Static: the images hold nothing else, not even a C library.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return NodeImages{}, fmt.Errorf("harness: building the node images' programs: %w\n%s", err, out)
+	}
+	var archive bytes.Buffer
+	w := tar.NewWriter(&archive)
+	type manifestEntry struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	var manifest []manifestEntry
+	for _, p := range nodeImagePrograms {
+		program, err := os.ReadFile(filepath.Join(binDir, filepath.Base(p.pkg)))
+		if err != nil {
+			return NodeImages{}, err
+		}
+		layer, err := singleFileLayer(p.file, program)
+		if err != nil {
+			return NodeImages{}, err
+		}
+		layerDigest := sha256.Sum256(layer)
+		config, err := json.Marshal(map[string]any{
+			"architecture": runtime.GOARCH,
+			"os":           "linux",
+			"created":      time.Unix(0, 0).UTC().Format(time.RFC3339),
+			"config":       map[string]any{"Entrypoint": []string{p.file}},
+			"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(layerDigest[:])}},
+		})
+		if err != nil {
+			return NodeImages{}, err
+		}
+		configDigest := sha256.Sum256(config)
+		configName := hex.EncodeToString(configDigest[:]) + ".json"
+		layerName := hex.EncodeToString(layerDigest[:]) + "/layer.tar"
+		if err := addTarFile(w, configName, config); err != nil {
+			return NodeImages{}, err
+		}
+		if err := addTarFile(w, layerName, layer); err != nil {
+			return NodeImages{}, err
+		}
+		manifest = append(manifest, manifestEntry{Config: configName, RepoTags: []string{p.image}, Layers: []string{layerName}})
+	}
+	manifestJSON, err := json.Marshal(manifest)
+	if err != nil {
+		return NodeImages{}, err
+	}
+	if err := addTarFile(w, "manifest.json", manifestJSON); err != nil {
+		return NodeImages{}, err
+	}
+	if err := w.Close(); err != nil {
+		return NodeImages{}, err
+	}
+	path := filepath.Join(dir, "node-images.tar")
+	if err := os.WriteFile(path, archive.Bytes(), 0o644); err != nil {
+		return NodeImages{}, err
+	}
+	return NodeImages{Archive: path}, nil
+}
+
+// singleFileLayer is a layer tarball holding one executable at path.
+func singleFileLayer(path string, program []byte) ([]byte, error) {
+	var layer bytes.Buffer
+	w := tar.NewWriter(&layer)
+	if err := w.WriteHeader(&tar.Header{Name: path[1:], Mode: 0o755, Size: int64(len(program)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(program); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return layer.Bytes(), nil
+}
+
+func addTarFile(w *tar.Writer, name string, data []byte) error {
+	if err := w.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
+		return err
+	}
+	_, err := w.Write(data)
+	return err
+}

@@ -1,0 +1,584 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/podhealth/podhealth/e2e/harness"
+	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/kube"
+)
+
+// realNodesSection is TestScenarioRealNodes's section of FIGURES.md.
+const realNodesSection = "real nodes"
+
+// realNodesRequiredEnv, set to 1 (as .ci/run does), makes a machine where
+// real nodes cannot run fail the real-node scenarios instead of skipping
+// them.
+const realNodesRequiredEnv = "PODHEALTH_REAL_NODES_REQUIRED"
+
+// realNodeBuild is the real nodes' binaries, built once per test binary by
+// the first scenario that needs them.
+var realNodeBuild struct {
+	once sync.Once
+	bins harness.RealNodeBinaries
+	err  error
+}
+
+// realNodeBinaries returns the real nodes' binaries, or skips t (fails it
+// with realNodesRequiredEnv) where real nodes cannot run.
+func realNodeBinaries(t *testing.T) harness.RealNodeBinaries {
+	t.Helper()
+	if err := harness.RealNodeSupport(); err != nil {
+		if os.Getenv(realNodesRequiredEnv) == "1" {
+			t.Fatalf("real nodes cannot run here, and %s=1: %v", realNodesRequiredEnv, err)
+		}
+		t.Skipf("real nodes cannot run here: %v", err)
+	}
+	realNodeBuild.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		realNodeBuild.bins, realNodeBuild.err = harness.BuildRealNodeBinaries(ctx, bins.Dir)
+		if realNodeBuild.err == nil {
+			fmt.Fprintf(os.Stderr, "real-node binaries built in %v\n", realNodeBuild.bins.BuildTime.Round(time.Millisecond))
+		}
+	})
+	if realNodeBuild.err != nil {
+		t.Fatal(realNodeBuild.err)
+	}
+	return realNodeBuild.bins
+}
+
+// realWrite is one line of the writers' file.
+type realWrite struct {
+	who string
+	uid types.UID
+	seq int
+	at  time.Time
+}
+
+// readRealWrites parses the writers' file; a line cut short by a writer
+// killed mid-write is left out.
+func readRealWrites(path string) ([]realWrite, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []realWrite
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) != 4 {
+			continue
+		}
+		seq, err1 := strconv.Atoi(fields[2])
+		ns, err2 := strconv.ParseInt(fields[3], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, realWrite{fields[0], types.UID(fields[1]), seq, time.Unix(0, ns)})
+	}
+	return out, s.Err()
+}
+
+// writesOf returns the first and last write of uid, and how many.
+func writesOf(writes []realWrite, uid types.UID) (first, last time.Time, n int) {
+	for _, w := range writes {
+		if w.uid != uid {
+			continue
+		}
+		if n == 0 {
+			first = w.at
+		}
+		last = w.at
+		n++
+	}
+	return first, last, n
+}
+
+// writerPodSpec is a pod of the writer image on the host's network,
+// appending to volDir/writes, with the given toleration of an unreachable
+// or not-ready node.
+func writerPodSpec(volDir string, tolerationSeconds int64) corev1.PodSpec {
+	return corev1.PodSpec{
+		HostNetwork:                   true,
+		TerminationGracePeriodSeconds: ptr.To(int64(5)),
+		Containers: []corev1.Container{{
+			Name: "writer", Image: harness.WriterImage, ImagePullPolicy: corev1.PullNever,
+			Env: []corev1.EnvVar{
+				{Name: "WRITES_FILE", Value: "/vol/writes"},
+				{Name: "IDENTITY", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				{Name: "UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
+			},
+			VolumeMounts: []corev1.VolumeMount{{Name: "vol", MountPath: "/vol"}},
+		}},
+		Volumes: []corev1.Volume{{Name: "vol", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: volDir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}},
+		Tolerations: []corev1.Toleration{
+			{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(tolerationSeconds)},
+			{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(tolerationSeconds)},
+		},
+	}
+}
+
+// bindToPreferred binds, until ctx ends, each unscheduled pod of
+// namespace to the first node of prefer that is Ready and not tainted
+// unreachable, as a scheduler would (the harness runs none).
+func bindToPreferred(ctx context.Context, cp *harness.ControlPlane, namespace string, prefer []string) {
+	c := cp.Client()
+	everyTick(ctx, 200*time.Millisecond, func() {
+		pods, err := c.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName="})
+		if err != nil || len(pods.Items) == 0 {
+			return
+		}
+		var target string
+		for _, name := range prefer {
+			n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || !nodeReady(n) {
+				continue
+			}
+			target = name
+			break
+		}
+		if target == "" {
+			return
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				_ = cp.BindPod(ctx, namespace, p.Name, target)
+			}
+		}
+	})
+}
+
+// nodeReady: Ready True and no unreachable or not-ready taint.
+func nodeReady(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// TestScenarioRealNodes runs podhealth against real kubelets, containerd
+// and runc (harness.RealNode): four real nodes on one control plane, with
+// --node-monitor-grace-period of harness.RealNodeMonitorGracePeriod and
+// the real node-lifecycle, taint-eviction, ReplicaSet and StatefulSet
+// controllers. Its scenarios run at once, each on a node of its own and a
+// spare (two of four nodes down stay under the 55 % at which the
+// node-lifecycle controller stops evicting):
+//   - a partition of a ReplicaSet pod's node: the pod is wedged
+//     Terminating, podhealth's Checker force-deletes it, the replacement
+//     runs on the spare, the old container keeps writing on the cut-off
+//     node, and on heal that node's kubelet kills it;
+//   - a partition of a StatefulSet pod's node: the pod is wedged too, but
+//     the Checker holds it while its container runs, and on heal the
+//     kubelet ends it and the StatefulSet's new pod is the only writer.
+func TestScenarioRealNodes(t *testing.T) {
+	t.Parallel()
+	rb := realNodeBinaries(t)
+	setup, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	cp := harness.Start(t, bins, harness.Options{AuditPodDeletes: true, ExtraControllerManagerArgs: []string{
+		"--node-monitor-grace-period=" + harness.RealNodeMonitorGracePeriod.String(),
+		// The scenarios' nodes fail at once: at the default rate (one
+		// node tainted per 10 s) the second would wait for the first.
+		"--node-eviction-rate=100",
+		"--controllers=" + strings.Join(append(append([]string(nil), harness.Controllers...), "statefulset-controller"), ","),
+	}})
+	c := cp.Client()
+	names := []string{"real-a", "real-b", "real-c", "real-d"}
+	nodes := make([]*harness.RealNode, len(names))
+	errs := make([]error, len(names))
+	var start sync.WaitGroup
+	begin := time.Now()
+	for i, name := range names {
+		start.Go(func() { nodes[i], errs[i] = cp.StartRealNode(setup, t, rb, name, harness.RealNodeOptions{Index: i}) })
+	}
+	start.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if _, err := harness.WaitForNode(setup, c, name, harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := time.Since(begin)
+	t.Logf("%d real nodes started and Ready in %v", len(names), ready.Round(time.Millisecond))
+
+	var mu sync.Mutex
+	rows := map[string]string{}
+	record := func(key, row string) {
+		mu.Lock()
+		defer mu.Unlock()
+		rows[key] = row
+	}
+	t.Cleanup(func() {
+		if os.Getenv(figWriteEnv) != "1" || t.Failed() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err := figWriteSection(figFiguresFile, realNodesSection, realNodesFigures(len(names), ready, rows)); err != nil {
+			t.Error(err)
+		}
+	})
+	// Each subtest waits for a slot of -parallel: its deadline runs from
+	// when it starts.
+	sub := func(t *testing.T) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	t.Run("a ReplicaSet pod: the wedge, podhealth's recovery, and the orphan killed on heal", func(t *testing.T) {
+		t.Parallel()
+		record("1", runRealPartition(sub(t), t, cp, nodes[0], nodes[1]))
+	})
+	t.Run("a StatefulSet pod: held while its container runs, one writer after the heal", func(t *testing.T) {
+		t.Parallel()
+		record("2", runRealStatefulPartition(sub(t), t, cp, nodes[2], nodes[3]))
+	})
+}
+
+// realWorkload is one scenario's namespace on real nodes: a binder of its
+// new pods to its nodes, the writers' file, a watch of its pods, and
+// podhealth's Checker of the pods that selector selects (the default
+// policy, every 500 ms), as an operator would run it.
+type realWorkload struct {
+	ns     string
+	writes string
+	watch  *harness.PodWatch
+	loop   *stsLoop
+}
+
+// realCheckerAgent is the user agent of the real-node scenarios' Checker.
+const realCheckerAgent = "podhealth-real-nodes-checker"
+
+func startRealWorkload(ctx context.Context, t *testing.T, cp *harness.ControlPlane, ns string, selector labels.Selector, prefer ...string) *realWorkload {
+	t.Helper()
+	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := &realWorkload{ns: ns, writes: filepath.Join(t.TempDir(), "writes")}
+	// The Checker's own user agent: its DELETEs are told from the
+	// kubelet's, which deletes with grace 0 once its containers stopped.
+	config := cp.RESTConfig()
+	config.UserAgent = realCheckerAgent
+	c, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.watch, err = cp.WatchPods(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	t.Cleanup(func() { stop(); running.Wait() })
+	running.Go(func() { bindToPreferred(runCtx, cp, ns, prefer) })
+	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+	nodeFactory := informers.NewSharedInformerFactory(c, 0)
+	checker, err := kube.NewChecker(c, factory.Core().V1().Pods().Lister(), ns, selector, kube.CheckerOptions{
+		Health: health.Options{Logger: testr.New(t)},
+		Nodes:  nodeFactory.Core().V1().Nodes(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// It checks every 500 ms and on each change, as an operator would.
+	w.loop = newStsLoop()
+	for _, inf := range []cache.SharedIndexInformer{factory.Core().V1().Pods().Informer(), nodeFactory.Core().V1().Nodes().Informer()} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { w.loop.poke() }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	factory.Start(runCtx.Done())
+	nodeFactory.Start(runCtx.Done())
+	t.Cleanup(func() { stop(); factory.Shutdown(); nodeFactory.Shutdown() })
+	factory.WaitForCacheSync(ctx.Done())
+	nodeFactory.WaitForCacheSync(ctx.Done())
+	running.Go(func() { w.loop.run(runCtx, checker, 500*time.Millisecond) })
+	return w
+}
+
+// realWrites reads the workload's writers' file, failing t if it cannot.
+func (w *realWorkload) realWrites(t *testing.T) []realWrite {
+	t.Helper()
+	ws, err := readRealWrites(w.writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// firstWriter waits for a pod of the workload on node whose container
+// has written, and returns it.
+func (w *realWorkload) firstWriter(ctx context.Context, t *testing.T, node string) harness.PodHistory {
+	t.Helper()
+	var found harness.PodHistory
+	if err := pollUntil(ctx, func() bool {
+		ws := w.realWrites(t)
+		for _, p := range w.watch.Pods() {
+			if _, _, n := writesOf(ws, p.UID); n > 0 && p.NodeName == node {
+				found = p
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no writer wrote on %s: %v (%d writes; pods %v)", node, err, len(w.realWrites(t)), w.watch.Pods())
+	}
+	return found
+}
+
+// pod returns the watch's history of uid.
+func (w *realWorkload) pod(uid types.UID) harness.PodHistory {
+	p, _ := w.watch.Pod(uid)
+	return p
+}
+
+// partitionUntilEvicted partitions victim and waits until its node is
+// Unknown and then until pod is evicted; it returns when each happened.
+func partitionUntilEvicted(ctx context.Context, t *testing.T, cp *harness.ControlPlane, w *realWorkload, victim *harness.RealNode, pod types.UID) (partition, unknown time.Time) {
+	t.Helper()
+	partition = time.Now()
+	victim.Partition()
+	if _, err := harness.WaitForNode(ctx, cp.Client(), victim.Name(), harness.NodeReadyIs(corev1.ConditionUnknown)); err != nil {
+		t.Fatal(err)
+	}
+	unknown = time.Now()
+	if _, err := w.watch.WaitFor(ctx, "the pod evicted", func([]harness.PodHistory) bool {
+		return !w.pod(pod).Evicted.IsZero()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return partition, unknown
+}
+
+// waitGone waits until no process of victim runs with the pod's UID, and
+// returns when that was seen (polled every 50 ms).
+func waitGone(ctx context.Context, t *testing.T, victim *harness.RealNode, uid types.UID, within time.Duration) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for victim.RunningWith("UID=" + string(uid)) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the container of pod %s still ran on %s after %v", uid, victim.Name(), within)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return time.Now()
+}
+
+// runRealPartition partitions the node of a ReplicaSet's pod (bound to
+// victim, its replacement to spare) and returns its row of FIGURES.md.
+func runRealPartition(ctx context.Context, t *testing.T, cp *harness.ControlPlane, victim, spare *harness.RealNode) string {
+	c := cp.Client()
+	podLabels := map[string]string{"app": "writer"}
+	selector := labels.SelectorFromSet(podLabels)
+	w := startRealWorkload(ctx, t, cp, "real-replicaset", selector, victim.Name(), spare.Name())
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "writer"},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec:       writerPodSpec(filepath.Dir(w.writes), 2),
+			},
+		},
+	}
+	if _, err := c.AppsV1().ReplicaSets(w.ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := w.firstWriter(ctx, t, victim.Name())
+	resident := victim.ResidentBytes()
+	t.Logf("%s with one pod: %d MB resident", victim.Name(), resident>>20)
+	partition, unknown := partitionUntilEvicted(ctx, t, cp, w, victim, old.UID)
+	if _, err := w.watch.WaitFor(ctx, "the old pod force-deleted", func([]harness.PodHistory) bool {
+		return !w.pod(old.UID).Deleted.IsZero()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	old = w.pod(old.UID)
+	repl := w.firstWriter(ctx, t, spare.Name())
+	replFirst, _, _ := writesOf(w.realWrites(t), repl.UID)
+
+	// A real partition leaves the container running: it writes on for as
+	// long as the node is cut off.
+	const cutOff = 10 * time.Second
+	time.Sleep(time.Until(old.Deleted.Add(cutOff)))
+	if !victim.RunningWith("UID=" + string(old.UID)) {
+		t.Errorf("the old container stopped on the cut-off node, which no kubelet could have told to")
+	}
+	_, orphanLast, _ := writesOf(w.realWrites(t), old.UID)
+	if !orphanLast.After(old.Deleted.Add(cutOff - time.Second)) {
+		t.Errorf("the old container's last write was at %s, %v after its pod was force-deleted: it did not write on",
+			orphanLast.Format(time.StampMilli), orphanLast.Sub(old.Deleted))
+	}
+	heal := time.Now()
+	victim.Heal()
+	killed := waitGone(ctx, t, victim, old.UID, 2*time.Minute)
+	if _, last, _ := writesOf(w.realWrites(t), old.UID); last.After(killed) {
+		t.Errorf("the old container wrote at %s, after it was seen gone at %s", last.Format(time.StampMilli), killed.Format(time.StampMilli))
+	}
+	if _, err := harness.WaitForNode(ctx, c, victim.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range w.loop.errors() {
+		t.Errorf("check failed: %v", err)
+	}
+	since := func(at time.Time) string { return figSec(at.Sub(partition)) }
+	t.Logf("partition: Unknown %s, evicted %s, force-deleted %s, replacement writing %s; the orphan wrote on for %s; killed %s after the heal",
+		since(unknown), since(old.Evicted), since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), figSec(killed.Sub(heal)))
+	return fmt.Sprintf("| a ReplicaSet pod's node partitioned (toleration 2 s; the node with its one pod: %d MB resident) | node Unknown %s, the pod evicted %s and Terminating; podhealth force-deleted it %s, and the replacement wrote on the spare node %s after the partition. The old container kept writing on the cut-off node (%s after its force delete, until the heal) | its kubelet killed the container %s after the heal |",
+		resident>>20, since(unknown), since(old.Evicted), since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), figSec(killed.Sub(heal)))
+}
+
+// runRealStatefulPartition partitions the node of a StatefulSet's pod
+// (bound to victim; after the heal, to victim or spare) and returns its
+// row of FIGURES.md.
+func runRealStatefulPartition(ctx context.Context, t *testing.T, cp *harness.ControlPlane, victim, spare *harness.RealNode) string {
+	c := cp.Client()
+	podLabels := map[string]string{"app": "db"}
+	selector := labels.SelectorFromSet(podLabels)
+	w := startRealWorkload(ctx, t, cp, "real-statefulset", selector, victim.Name(), spare.Name())
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec:       writerPodSpec(filepath.Dir(w.writes), 2),
+			},
+		},
+	}
+	if _, err := c.AppsV1().StatefulSets(w.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := w.firstWriter(ctx, t, victim.Name())
+	partition, unknown := partitionUntilEvicted(ctx, t, cp, w, victim, old.UID)
+	// Held: for as long as the node is cut off, its container runs, so
+	// the pod must stay.
+	const cutOff = 20 * time.Second
+	evicted := w.pod(old.UID).Evicted
+	time.Sleep(time.Until(evicted.Add(cutOff)))
+	if p := w.pod(old.UID); !p.Deleted.IsZero() {
+		t.Fatalf("the StatefulSet pod was deleted at %s while its node was cut off and its container ran", p.Deleted.Format(time.StampMilli))
+	}
+	if !victim.RunningWith("UID=" + string(old.UID)) {
+		t.Errorf("the StatefulSet pod's container stopped on the cut-off node")
+	}
+	_, reports := w.loop.reportsOf(old.UID)
+	held := 0
+	for _, pr := range reports {
+		if pr.Outcome == health.HeldBack {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Errorf("the Checker never reported the StatefulSet pod held back; its outcomes %v", stsOutcomes(reports))
+	}
+	heal := time.Now()
+	victim.Heal()
+	killed := waitGone(ctx, t, victim, old.UID, 2*time.Minute)
+	if _, err := w.watch.WaitFor(ctx, "the old pod gone", func([]harness.PodHistory) bool {
+		return !w.pod(old.UID).Deleted.IsZero()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	gone := w.pod(old.UID).Deleted
+	var next harness.PodHistory
+	if err := pollUntil(ctx, func() bool {
+		ws := w.realWrites(t)
+		for _, p := range w.watch.Pods() {
+			if _, _, n := writesOf(ws, p.UID); n > 0 && p.UID != old.UID {
+				next = p
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the StatefulSet's new pod never wrote: %v", err)
+	}
+	ws := w.realWrites(t)
+	_, oldLast, _ := writesOf(ws, old.UID)
+	nextFirst, _, _ := writesOf(ws, next.UID)
+	if !oldLast.Before(nextFirst) {
+		t.Errorf("two writers of %s at once: the old pod wrote until %s, the new one from %s", old.Name, oldLast.Format(time.StampMilli), nextFirst.Format(time.StampMilli))
+	}
+	deletes, err := cp.PodDeletes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deletes {
+		if d.Namespace == w.ns && d.Force() && d.UserAgent == realCheckerAgent {
+			t.Errorf("%s received a force DELETE from podhealth's Checker at %s", d.Name, d.At.Format(time.StampMilli))
+		}
+	}
+	for _, err := range w.loop.errors() {
+		t.Errorf("check failed: %v", err)
+	}
+	since := func(at time.Time) string { return figSec(at.Sub(partition)) }
+	t.Logf("stateful partition: Unknown %s, evicted %s, held %d checks over %v; on heal the container ended %s later, the pod was gone %s later, its successor writing %s later",
+		since(unknown), since(evicted), held, cutOff, figSec(killed.Sub(heal)), figSec(gone.Sub(heal)), figSec(nextFirst.Sub(heal)))
+	return fmt.Sprintf("| a StatefulSet pod's node partitioned (toleration 2 s) | node Unknown %s, the pod evicted %s and Terminating; podhealth held it (its container wrote on, %v cut off) | its kubelet ended the container %s after the heal and the pod was gone %s after it; the StatefulSet's new pod wrote %s after the heal, after the old one's last write |",
+		since(unknown), since(evicted), cutOff, figSec(killed.Sub(heal)), figSec(gone.Sub(heal)), figSec(nextFirst.Sub(heal)))
+}
+
+// realNodesFigures is the section of FIGURES.md.
+func realNodesFigures(nodes int, ready time.Duration, rows map[string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Real nodes\n\n")
+	fmt.Fprintf(&b, "Measured by `TestScenarioRealNodes` (`cd e2e && PODHEALTH_WRITE_FIGURES=1 go test -count=1 -run TestScenarioRealNodes -v .`) on %s: %d CPUs, %s/%s, %s; 1-minute load average %s at the end. "+
+		"Every node is a real kubelet (the control plane's release), containerd v2 and runc in network, mount and cgroup namespaces of its own; its containers are real processes that append to a file on the host that stands for their volume. "+
+		"A partition stops the node's relay, its only path to the API server: the kubelet and the containers keep running. "+
+		"Node monitor grace period %v; the real node-lifecycle, taint-eviction, ReplicaSet and StatefulSet controllers; podhealth's Checker (`kube.NewChecker`, default policy) every 500 ms. "+
+		"%d nodes started and Ready in %s (built in %s, this run).\n\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), figLoadAverage(), harness.RealNodeMonitorGracePeriod,
+		nodes, figSec(ready), figSec(realNodeBuild.bins.BuildTime))
+	b.WriteString("| fault | what happened | on heal |\n|---|---|---|\n")
+	keys := make([]string, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString(rows[k] + "\n")
+	}
+	return b.String()
+}
