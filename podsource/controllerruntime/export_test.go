@@ -4,7 +4,5 @@ import "time"
 
 // SetReadTimeout sets the read timeout for a test and returns the old one.
 func SetReadTimeout(d time.Duration) time.Duration {
-	old := readTimeout
-	readTimeout = d
-	return old
+	return time.Duration(readTimeout.Swap(int64(d)))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/podhealth/podhealth/internal/nilcheck"
@@ -15,7 +16,9 @@ import (
 // never syncs, and a reconcile's context has no deadline. A read that times
 // out is an error, which a Checker takes for unknown evidence, never for a
 // missing node. It is a variable for the tests only.
-var readTimeout = 10 * time.Second
+var readTimeout atomic.Int64 // a time.Duration; atomic, since a probe outlives its caller
+
+func init() { readTimeout.Store(int64(10 * time.Second)) }
 
 var isNil = nilcheck.IsNil
 
@@ -85,5 +88,5 @@ func (g *stallGuard) probe(ctx context.Context, get func(context.Context) error)
 // bounded returns ctx with readTimeout as its deadline, unless it ends
 // sooner.
 func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, readTimeout)
+	return context.WithTimeout(ctx, time.Duration(readTimeout.Load()))
 }
