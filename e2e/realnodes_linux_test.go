@@ -122,6 +122,37 @@ func writesOf(writes []realWrite, uid types.UID) (first, last time.Time, n int) 
 	return first, last, n
 }
 
+// realOverlaps is the single-writer check, from the writers' file alone:
+// for each identity (a StatefulSet pod's name), in time order, no
+// container (UID) writes again once another has written. It returns one
+// finding per container that did.
+func realOverlaps(writes []realWrite) []string {
+	byIdentity := map[string][]realWrite{}
+	for _, w := range writes {
+		byIdentity[w.who] = append(byIdentity[w.who], w)
+	}
+	var out []string
+	for who, ws := range byIdentity {
+		sort.SliceStable(ws, func(i, j int) bool { return ws[i].at.Before(ws[j].at) })
+		ended := map[types.UID]bool{}
+		reported := map[types.UID]bool{}
+		cur := ws[0]
+		for _, w := range ws[1:] {
+			if w.uid != cur.uid {
+				ended[cur.uid] = true
+				if ended[w.uid] && !reported[w.uid] {
+					reported[w.uid] = true
+					out = append(out, fmt.Sprintf("%s: container %s wrote (sequence %d) at %s, after container %s had written at %s: two writers at once",
+						who, w.uid, w.seq, w.at.Format(time.StampMilli), cur.uid, cur.at.Format(time.StampMilli)))
+				}
+			}
+			cur = w
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // writerPodSpec is a pod of the writer image on the host's network,
 // appending to volDir/writes, with the given toleration of an unreachable
 // or not-ready node.
@@ -148,8 +179,8 @@ func writerPodSpec(volDir string, tolerationSeconds int64) corev1.PodSpec {
 }
 
 // bindToPreferred binds, until ctx ends, each unscheduled pod of
-// namespace to the first node of prefer that is Ready and not tainted
-// unreachable, as a scheduler would (the harness runs none).
+// namespace to the first node of prefer that is Ready, as a scheduler
+// would (the harness runs none).
 func bindToPreferred(ctx context.Context, cp *harness.ControlPlane, namespace string, prefer []string) {
 	c := cp.Client()
 	everyTick(ctx, 200*time.Millisecond, func() {
@@ -177,13 +208,10 @@ func bindToPreferred(ctx context.Context, cp *harness.ControlPlane, namespace st
 	})
 }
 
-// nodeReady: Ready True and no unreachable or not-ready taint.
+// nodeReady: its Ready condition is True. Taints are not asked: a new
+// node carries not-ready:NoSchedule for a moment after it is Ready, and a
+// binding is no scheduling.
 func nodeReady(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
-			return false
-		}
-	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			return c.Status == corev1.ConditionTrue
@@ -193,19 +221,24 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // TestScenarioRealNodes runs podhealth against real kubelets, containerd
-// and runc (harness.RealNode): four real nodes on one control plane, with
-// --node-monitor-grace-period of harness.RealNodeMonitorGracePeriod and
-// the real node-lifecycle, taint-eviction, ReplicaSet and StatefulSet
-// controllers. Its scenarios run at once, each on a node of its own and a
-// spare (two of four nodes down stay under the 55 % at which the
-// node-lifecycle controller stops evicting):
-//   - a partition of a ReplicaSet pod's node: the pod is wedged
+// and runc (harness.RealNode): ten real nodes on one control plane, with
+// --node-monitor-grace-period of harness.RealNodeMonitorGracePeriod, the
+// real node-lifecycle, taint-eviction, ReplicaSet and StatefulSet
+// controllers, k8s.io/cloud-provider's node-lifecycle controller over a
+// model cloud, and podhealth-controller. Its scenarios run at once, each
+// on a victim and a spare in a zone of their own:
+//   - a partition, a freeze (SIGSTOP of the kubelet and containerd) and a
+//     kubelet crash on a ReplicaSet pod's node: the pod is wedged
 //     Terminating, podhealth's Checker force-deletes it, the replacement
-//     runs on the spare, the old container keeps writing on the cut-off
-//     node, and on heal that node's kubelet kills it;
+//     runs on the spare, the old container keeps writing, and once the
+//     fault ends the node's kubelet kills it;
 //   - a partition of a StatefulSet pod's node: the pod is wedged too, but
 //     the Checker holds it while its container runs, and on heal the
-//     kubelet ends it and the StatefulSet's new pod is the only writer.
+//     kubelet ends it and the StatefulSet's new pod is the only writer;
+//   - a power-off of a StatefulSet pod's node that the cloud reports shut
+//     down: podhealth-controller applies the out-of-service taint, the pod
+//     goes, its successor runs on the spare, and on power-on the taint is
+//     removed.
 func TestScenarioRealNodes(t *testing.T) {
 	t.Parallel()
 	rb := realNodeBinaries(t)
@@ -219,13 +252,24 @@ func TestScenarioRealNodes(t *testing.T) {
 		"--controllers=" + strings.Join(append(append([]string(nil), harness.Controllers...), "statefulset-controller"), ","),
 	}})
 	c := cp.Client()
-	names := []string{"real-a", "real-b", "real-c", "real-d"}
+	// Each scenario has a victim and a spare in a zone of their own: the
+	// node-lifecycle controller counts disruption per zone, and a zone
+	// with two nodes never enters PartialDisruption.
+	scenarios := []string{"partition", "stateful", "freeze", "crash", "poweroff", "nofencing"}
+	var names []string
+	var zones []string
+	for _, sc := range scenarios {
+		names = append(names, "real-"+sc+"-victim", "real-"+sc+"-spare")
+		zones = append(zones, sc, sc)
+	}
 	nodes := make([]*harness.RealNode, len(names))
 	errs := make([]error, len(names))
 	var start sync.WaitGroup
 	begin := time.Now()
 	for i, name := range names {
-		start.Go(func() { nodes[i], errs[i] = cp.StartRealNode(setup, t, rb, name, harness.RealNodeOptions{Index: i}) })
+		start.Go(func() {
+			nodes[i], errs[i] = cp.StartRealNode(setup, t, rb, name, harness.RealNodeOptions{Index: i, Labels: map[string]string{corev1.LabelTopologyZone: zones[i]}})
+		})
 	}
 	start.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -256,6 +300,15 @@ func TestScenarioRealNodes(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	// The power-off's cloud: k8s.io/cloud-provider's node-lifecycle
+	// controller over a cloud that reports the instance shut down, and
+	// podhealth-controller applying the out-of-service taint.
+	cloud := newShutdownCloud()
+	startCloudNodeLifecycle(setup, t, c, cloud)
+	applyObjects(setup, t, cp, append(controllerManifests(t), kustomizationObjects(t, controllerConfigDir+"/out-of-service")...), false)
+	startControllerReplica(t, cp, "podhealth-controller", controllerKubeconfig(setup, t, cp),
+		"--shutdown-taint="+health.TaintCloudShutdown+"=2s", "--apply-out-of-service", "--breaker-min-unhealthy=10")
+
 	// Each subtest waits for a slot of -parallel: its deadline runs from
 	// when it starts.
 	sub := func(t *testing.T) context.Context {
@@ -263,13 +316,29 @@ func TestScenarioRealNodes(t *testing.T) {
 		t.Cleanup(cancel)
 		return ctx
 	}
-	t.Run("a ReplicaSet pod: the wedge, podhealth's recovery, and the orphan killed on heal", func(t *testing.T) {
+	t.Run("a partition of a ReplicaSet pod's node: the wedge, podhealth's recovery, and the orphan killed on heal", func(t *testing.T) {
 		t.Parallel()
-		record("1", runRealPartition(sub(t), t, cp, nodes[0], nodes[1]))
+		record("1", runRealStatelessFault(sub(t), t, cp, nodes[0], nodes[1], realPartition))
 	})
-	t.Run("a StatefulSet pod: held while its container runs, one writer after the heal", func(t *testing.T) {
+	t.Run("a partition of a StatefulSet pod's node: held while its container runs, one writer after the heal", func(t *testing.T) {
 		t.Parallel()
 		record("2", runRealStatefulPartition(sub(t), t, cp, nodes[2], nodes[3]))
+	})
+	t.Run("a frozen kubelet and containerd: the same recovery, the orphan killed on thaw", func(t *testing.T) {
+		t.Parallel()
+		record("3", runRealStatelessFault(sub(t), t, cp, nodes[4], nodes[5], realFreeze))
+	})
+	t.Run("a kubelet crash: the same recovery, the orphan killed by the restarted kubelet", func(t *testing.T) {
+		t.Parallel()
+		record("4", runRealStatelessFault(sub(t), t, cp, nodes[6], nodes[7], realCrash))
+	})
+	t.Run("a power-off on the cloud's word: the StatefulSet pod runs elsewhere after the out-of-service taint", func(t *testing.T) {
+		t.Parallel()
+		record("5", runRealPowerOff(sub(t), t, cp, cloud, nodes[8], nodes[9]))
+	})
+	t.Run("the mutation: a policy without fencing, and the writers' file shows two writers", func(t *testing.T) {
+		t.Parallel()
+		record("2b", runRealStatefulWithoutFencing(sub(t), t, cp, nodes[10], nodes[11]))
 	})
 }
 
@@ -284,12 +353,27 @@ type realWorkload struct {
 	loop   *stsLoop
 }
 
+// realChecker says whether a scenario runs podhealth's Checker in the
+// test, and with which fencing policy (the zero value: the default).
+type realChecker struct {
+	on      bool
+	fencing health.Fencing
+}
+
 // realCheckerAgent is the user agent of the real-node scenarios' Checker.
 const realCheckerAgent = "podhealth-real-nodes-checker"
 
-func startRealWorkload(ctx context.Context, t *testing.T, cp *harness.ControlPlane, ns string, selector labels.Selector, prefer ...string) *realWorkload {
+// startRealWorkload creates namespace ns and starts its binder (to the
+// first Ready node of prefer) and, with checker.on, its Checker. Without
+// checker.on the namespace is labelled podhealth.io/enabled=true instead,
+// and podhealth-controller is its checker.
+func startRealWorkload(ctx context.Context, t *testing.T, cp *harness.ControlPlane, ns string, selector labels.Selector, checker realChecker, prefer ...string) *realWorkload {
 	t.Helper()
-	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if !checker.on {
+		namespace.Labels = map[string]string{"podhealth.io/enabled": "true"}
+	}
+	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, namespace, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w := &realWorkload{ns: ns, writes: filepath.Join(t.TempDir(), "writes")}
@@ -308,10 +392,13 @@ func startRealWorkload(ctx context.Context, t *testing.T, cp *harness.ControlPla
 	var running sync.WaitGroup
 	t.Cleanup(func() { stop(); running.Wait() })
 	running.Go(func() { bindToPreferred(runCtx, cp, ns, prefer) })
+	if !checker.on {
+		return w
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
 	nodeFactory := informers.NewSharedInformerFactory(c, 0)
-	checker, err := kube.NewChecker(c, factory.Core().V1().Pods().Lister(), ns, selector, kube.CheckerOptions{
-		Health: health.Options{Logger: testr.New(t)},
+	hc, err := kube.NewChecker(c, factory.Core().V1().Pods().Lister(), ns, selector, kube.CheckerOptions{
+		Health: health.Options{Logger: testr.New(t), Fencing: checker.fencing},
 		Nodes:  nodeFactory.Core().V1().Nodes(),
 	})
 	if err != nil {
@@ -329,7 +416,7 @@ func startRealWorkload(ctx context.Context, t *testing.T, cp *harness.ControlPla
 	t.Cleanup(func() { stop(); factory.Shutdown(); nodeFactory.Shutdown() })
 	factory.WaitForCacheSync(ctx.Done())
 	nodeFactory.WaitForCacheSync(ctx.Done())
-	running.Go(func() { w.loop.run(runCtx, checker, 500*time.Millisecond) })
+	running.Go(func() { w.loop.run(runCtx, hc, 500*time.Millisecond) })
 	return w
 }
 
@@ -369,12 +456,14 @@ func (w *realWorkload) pod(uid types.UID) harness.PodHistory {
 	return p
 }
 
-// partitionUntilEvicted partitions victim and waits until its node is
+// faultUntilEvicted injects fault on victim and waits until its node is
 // Unknown and then until pod is evicted; it returns when each happened.
-func partitionUntilEvicted(ctx context.Context, t *testing.T, cp *harness.ControlPlane, w *realWorkload, victim *harness.RealNode, pod types.UID) (partition, unknown time.Time) {
+func faultUntilEvicted(ctx context.Context, t *testing.T, cp *harness.ControlPlane, w *realWorkload, victim *harness.RealNode, pod types.UID, fault realFault) (partition, unknown time.Time) {
 	t.Helper()
 	partition = time.Now()
-	victim.Partition()
+	if err := fault.inject(victim); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := harness.WaitForNode(ctx, cp.Client(), victim.Name(), harness.NodeReadyIs(corev1.ConditionUnknown)); err != nil {
 		t.Fatal(err)
 	}
@@ -403,13 +492,32 @@ func waitGone(ctx context.Context, t *testing.T, victim *harness.RealNode, uid t
 	return time.Now()
 }
 
-// runRealPartition partitions the node of a ReplicaSet's pod (bound to
-// victim, its replacement to spare) and returns its row of FIGURES.md.
-func runRealPartition(ctx context.Context, t *testing.T, cp *harness.ControlPlane, victim, spare *harness.RealNode) string {
+// realFault is a fault of a real node that leaves its containers
+// running, and its way back.
+type realFault struct {
+	name, heal string
+	inject     func(*harness.RealNode) error
+	undo       func(*harness.RealNode) error
+}
+
+var (
+	realPartition = realFault{"partitioned", "the heal",
+		func(n *harness.RealNode) error { n.Partition(); return nil },
+		func(n *harness.RealNode) error { n.Heal(); return nil }}
+	realFreeze = realFault{"frozen (SIGSTOP of the kubelet and containerd)", "the thaw",
+		(*harness.RealNode).Freeze, (*harness.RealNode).Thaw}
+	realCrash = realFault{"left without its kubelet (SIGKILL; containerd and the containers run on)", "the kubelet's restart",
+		(*harness.RealNode).CrashKubelet, (*harness.RealNode).RestartKubelet}
+)
+
+// runRealStatelessFault injects fault on the node of a ReplicaSet's pod
+// (bound to victim, its replacement to spare) and returns its row of
+// FIGURES.md.
+func runRealStatelessFault(ctx context.Context, t *testing.T, cp *harness.ControlPlane, victim, spare *harness.RealNode, fault realFault) string {
 	c := cp.Client()
 	podLabels := map[string]string{"app": "writer"}
 	selector := labels.SelectorFromSet(podLabels)
-	w := startRealWorkload(ctx, t, cp, "real-replicaset", selector, victim.Name(), spare.Name())
+	w := startRealWorkload(ctx, t, cp, "real-"+strings.TrimPrefix(victim.Name(), "real-"), selector, realChecker{on: true}, victim.Name(), spare.Name())
 	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "writer"},
 		Spec: appsv1.ReplicaSetSpec{
@@ -427,7 +535,7 @@ func runRealPartition(ctx context.Context, t *testing.T, cp *harness.ControlPlan
 	old := w.firstWriter(ctx, t, victim.Name())
 	resident := victim.ResidentBytes()
 	t.Logf("%s with one pod: %d MB resident", victim.Name(), resident>>20)
-	partition, unknown := partitionUntilEvicted(ctx, t, cp, w, victim, old.UID)
+	partition, unknown := faultUntilEvicted(ctx, t, cp, w, victim, old.UID, fault)
 	if _, err := w.watch.WaitFor(ctx, "the old pod force-deleted", func([]harness.PodHistory) bool {
 		return !w.pod(old.UID).Deleted.IsZero()
 	}); err != nil {
@@ -442,7 +550,7 @@ func runRealPartition(ctx context.Context, t *testing.T, cp *harness.ControlPlan
 	const cutOff = 10 * time.Second
 	time.Sleep(time.Until(old.Deleted.Add(cutOff)))
 	if !victim.RunningWith("UID=" + string(old.UID)) {
-		t.Errorf("the old container stopped on the cut-off node, which no kubelet could have told to")
+		t.Errorf("the old container stopped on the node %s, which no kubelet could have told to", fault.name)
 	}
 	_, orphanLast, _ := writesOf(w.realWrites(t), old.UID)
 	if !orphanLast.After(old.Deleted.Add(cutOff - time.Second)) {
@@ -450,7 +558,9 @@ func runRealPartition(ctx context.Context, t *testing.T, cp *harness.ControlPlan
 			orphanLast.Format(time.StampMilli), orphanLast.Sub(old.Deleted))
 	}
 	heal := time.Now()
-	victim.Heal()
+	if err := fault.undo(victim); err != nil {
+		t.Fatal(err)
+	}
 	killed := waitGone(ctx, t, victim, old.UID, 2*time.Minute)
 	if _, last, _ := writesOf(w.realWrites(t), old.UID); last.After(killed) {
 		t.Errorf("the old container wrote at %s, after it was seen gone at %s", last.Format(time.StampMilli), killed.Format(time.StampMilli))
@@ -462,10 +572,10 @@ func runRealPartition(ctx context.Context, t *testing.T, cp *harness.ControlPlan
 		t.Errorf("check failed: %v", err)
 	}
 	since := func(at time.Time) string { return figSec(at.Sub(partition)) }
-	t.Logf("partition: Unknown %s, evicted %s, force-deleted %s, replacement writing %s; the orphan wrote on for %s; killed %s after the heal",
-		since(unknown), since(old.Evicted), since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), figSec(killed.Sub(heal)))
-	return fmt.Sprintf("| a ReplicaSet pod's node partitioned (toleration 2 s; the node with its one pod: %d MB resident) | node Unknown %s, the pod evicted %s and Terminating; podhealth force-deleted it %s, and the replacement wrote on the spare node %s after the partition. The old container kept writing on the cut-off node (%s after its force delete, until the heal) | its kubelet killed the container %s after the heal |",
-		resident>>20, since(unknown), since(old.Evicted), since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), figSec(killed.Sub(heal)))
+	t.Logf("%s: Unknown %s, evicted %s, force-deleted %s, replacement writing %s; the orphan wrote on for %s; killed %s after %s",
+		fault.name, since(unknown), since(old.Evicted), since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), figSec(killed.Sub(heal)), fault.heal)
+	return fmt.Sprintf("| a ReplicaSet pod's node %s (toleration 2 s; the node with its one pod: %d MB resident) | node Unknown %s, the pod evicted %s and Terminating; podhealth force-deleted it %s, and the replacement wrote on the spare node %s after the fault. The old container kept writing (%s after its force delete, until %s) | its kubelet killed the container %s after %s |",
+		fault.name, resident>>20, since(unknown), since(old.Evicted), since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), fault.heal, figSec(killed.Sub(heal)), fault.heal)
 }
 
 // runRealStatefulPartition partitions the node of a StatefulSet's pod
@@ -475,7 +585,7 @@ func runRealStatefulPartition(ctx context.Context, t *testing.T, cp *harness.Con
 	c := cp.Client()
 	podLabels := map[string]string{"app": "db"}
 	selector := labels.SelectorFromSet(podLabels)
-	w := startRealWorkload(ctx, t, cp, "real-statefulset", selector, victim.Name(), spare.Name())
+	w := startRealWorkload(ctx, t, cp, "real-stateful", selector, realChecker{on: true}, victim.Name(), spare.Name())
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
 		Spec: appsv1.StatefulSetSpec{
@@ -491,7 +601,7 @@ func runRealStatefulPartition(ctx context.Context, t *testing.T, cp *harness.Con
 		t.Fatal(err)
 	}
 	old := w.firstWriter(ctx, t, victim.Name())
-	partition, unknown := partitionUntilEvicted(ctx, t, cp, w, victim, old.UID)
+	partition, unknown := faultUntilEvicted(ctx, t, cp, w, victim, old.UID, realPartition)
 	// Held: for as long as the node is cut off, its container runs, so
 	// the pod must stay.
 	const cutOff = 20 * time.Second
@@ -535,19 +645,23 @@ func runRealStatefulPartition(ctx context.Context, t *testing.T, cp *harness.Con
 	}); err != nil {
 		t.Fatalf("the StatefulSet's new pod never wrote: %v", err)
 	}
+	time.Sleep(time.Second) // the new pod writes a while
 	ws := w.realWrites(t)
-	_, oldLast, _ := writesOf(ws, old.UID)
 	nextFirst, _, _ := writesOf(ws, next.UID)
-	if !oldLast.Before(nextFirst) {
-		t.Errorf("two writers of %s at once: the old pod wrote until %s, the new one from %s", old.Name, oldLast.Format(time.StampMilli), nextFirst.Format(time.StampMilli))
+	for _, o := range realOverlaps(ws) {
+		t.Errorf("the writers' file shows %s", o)
 	}
 	deletes, err := cp.PodDeletes()
 	if err != nil {
 		t.Fatal(err)
 	}
+	// After the heal, the kubelet reports the pod's phase terminal once
+	// it has stopped its containers: that is evidence, and podhealth may
+	// then force-delete it before the kubelet does. Before the heal the
+	// container ran.
 	for _, d := range deletes {
-		if d.Namespace == w.ns && d.Force() && d.UserAgent == realCheckerAgent {
-			t.Errorf("%s received a force DELETE from podhealth's Checker at %s", d.Name, d.At.Format(time.StampMilli))
+		if d.Namespace == w.ns && d.Force() && d.UserAgent == realCheckerAgent && d.At.Before(heal) {
+			t.Errorf("%s received a force DELETE from podhealth's Checker at %s, before the heal, while its container ran", d.Name, d.At.Format(time.StampMilli))
 		}
 	}
 	for _, err := range w.loop.errors() {
@@ -558,6 +672,181 @@ func runRealStatefulPartition(ctx context.Context, t *testing.T, cp *harness.Con
 		since(unknown), since(evicted), held, cutOff, figSec(killed.Sub(heal)), figSec(gone.Sub(heal)), figSec(nextFirst.Sub(heal)))
 	return fmt.Sprintf("| a StatefulSet pod's node partitioned (toleration 2 s) | node Unknown %s, the pod evicted %s and Terminating; podhealth held it (its container wrote on, %v cut off) | its kubelet ended the container %s after the heal and the pod was gone %s after it; the StatefulSet's new pod wrote %s after the heal, after the old one's last write |",
 		since(unknown), since(evicted), cutOff, figSec(killed.Sub(heal)), figSec(gone.Sub(heal)), figSec(nextFirst.Sub(heal)))
+}
+
+// runRealStatefulWithoutFencing is the mutation of
+// runRealStatefulPartition: the Checker's policy lets a StatefulSet pod
+// go without fencing (health.FenceNever), so the partitioned pod is
+// force-deleted while its container runs, the StatefulSet starts db-0
+// again on the spare, and the writers' file alone must show the two
+// writers. It returns its row of FIGURES.md.
+func runRealStatefulWithoutFencing(ctx context.Context, t *testing.T, cp *harness.ControlPlane, victim, spare *harness.RealNode) string {
+	c := cp.Client()
+	podLabels := map[string]string{"app": "db"}
+	w := startRealWorkload(ctx, t, cp, "real-nofencing", labels.SelectorFromSet(podLabels), realChecker{on: true, fencing: health.FenceNever}, victim.Name(), spare.Name())
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec:       writerPodSpec(filepath.Dir(w.writes), 2),
+			},
+		},
+	}
+	if _, err := c.AppsV1().StatefulSets(w.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := w.firstWriter(ctx, t, victim.Name())
+	partition, _ := faultUntilEvicted(ctx, t, cp, w, victim, old.UID, realPartition)
+	if _, err := w.watch.WaitFor(ctx, "the old pod force-deleted", func([]harness.PodHistory) bool {
+		return !w.pod(old.UID).Deleted.IsZero()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	next := w.firstWriter(ctx, t, spare.Name())
+	time.Sleep(3 * time.Second) // both write a while
+	overlaps := realOverlaps(w.realWrites(t))
+	victim.Heal()
+	waitGone(ctx, t, victim, old.UID, 2*time.Minute)
+	if len(overlaps) == 0 {
+		t.Fatalf("the writers' file shows no two writers, though %s was force-deleted while its container ran and %s wrote on the spare", old.UID, next.UID)
+	}
+	t.Logf("found, as it must: %s", overlaps[0])
+	nextFirst, _, _ := writesOf(w.realWrites(t), next.UID)
+	return fmt.Sprintf("| the mutation: the same with the Checker's policy `health.FenceNever` | force-deleted %s after the partition, while its container ran; the StatefulSet's new db-0 wrote on the spare %s after it, beside the old one: the writers' file shows two writers of db-0 | |",
+		figSec(w.pod(old.UID).Deleted.Sub(partition)), figSec(nextFirst.Sub(partition)))
+}
+
+// runRealPowerOff powers off the node of a StatefulSet's pod (bound to
+// victim, its successor to spare) with the cloud reporting the instance
+// shut down, podhealth-controller as the namespace's checker, and
+// returns its row of FIGURES.md.
+func runRealPowerOff(ctx context.Context, t *testing.T, cp *harness.ControlPlane, cloud *shutdownCloud, victim, spare *harness.RealNode) string {
+	c := cp.Client()
+	podLabels := map[string]string{"app": "db"}
+	w := startRealWorkload(ctx, t, cp, "real-poweroff", labels.SelectorFromSet(podLabels), realChecker{}, victim.Name(), spare.Name())
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec:       writerPodSpec(filepath.Dir(w.writes), 2),
+			},
+		},
+	}
+	if _, err := c.AppsV1().StatefulSets(w.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := w.firstWriter(ctx, t, victim.Name())
+	// When the cloud's shutdown taint and the out-of-service taint are
+	// first seen on the victim.
+	var mu sync.Mutex
+	var shutdown, oos time.Time
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go everyTick(watchCtx, 100*time.Millisecond, func() {
+		n, err := c.CoreV1().Nodes().Get(watchCtx, victim.Name(), metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if shutdown.IsZero() && hasNodeTaint(n, health.TaintCloudShutdown) {
+			shutdown = time.Now()
+		}
+		if oos.IsZero() && hasNodeTaint(n, corev1.TaintNodeOutOfService) {
+			oos = time.Now()
+		}
+	})
+	powerOff := time.Now()
+	if err := victim.PowerOff(); err != nil {
+		t.Fatal(err)
+	}
+	cloud.setOff(victim.Name(), true)
+	if victim.RunningWith("UID=" + string(old.UID)) {
+		t.Fatal("the container ran on after the power-off")
+	}
+	if _, err := w.watch.WaitFor(ctx, "the old pod gone", func([]harness.PodHistory) bool {
+		return !w.pod(old.UID).Deleted.IsZero()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	gone := w.pod(old.UID).Deleted
+	// The cloud's shutdown taint is the evidence (--shutdown-taint, after
+	// 2 s); the out-of-service taint follows it, for the attach-detach
+	// controller.
+	if err := pollUntil(ctx, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !oos.IsZero()
+	}); err != nil {
+		t.Errorf("podhealth-controller never applied the out-of-service taint: %v", err)
+	}
+	mu.Lock()
+	shutdownAt, taintAt := shutdown, oos
+	mu.Unlock()
+	if shutdownAt.IsZero() || gone.Before(shutdownAt) {
+		t.Errorf("the StatefulSet pod went at %s, before the cloud's shutdown taint (seen at %s)", gone.Format(time.StampMilli), shutdownAt.Format(time.StampMilli))
+	}
+	var next harness.PodHistory
+	if err := pollUntil(ctx, func() bool {
+		ws := w.realWrites(t)
+		for _, p := range w.watch.Pods() {
+			if _, _, n := writesOf(ws, p.UID); n > 0 && p.UID != old.UID {
+				next = p
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the StatefulSet's new pod never wrote: %v", err)
+	}
+	ws := w.realWrites(t)
+	_, oldLast, _ := writesOf(ws, old.UID)
+	nextFirst, _, _ := writesOf(ws, next.UID)
+	if next.NodeName != spare.Name() || !oldLast.Before(nextFirst) {
+		t.Errorf("the new pod ran on %s from %s; the old one wrote until %s", next.NodeName, nextFirst.Format(time.StampMilli), oldLast.Format(time.StampMilli))
+	}
+	deletes, err := cp.PodDeletes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := "no one"
+	for _, d := range deletes {
+		if d.Namespace == w.ns && d.Name == old.Name && d.Force() && !d.At.After(gone) {
+			by = strings.Fields(d.UserAgent + " ?")[0]
+		}
+	}
+
+	// Powered on: the kubelet finds its pod gone, and podhealth-controller
+	// removes the taint it applied once the node is Ready.
+	on := time.Now()
+	cloud.setOff(victim.Name(), false)
+	if err := victim.PowerOn(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := harness.WaitForNode(ctx, c, victim.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+		t.Fatal(err)
+	}
+	ready := time.Since(on)
+	if _, err := harness.WaitForNode(ctx, c, victim.Name(), func(n *corev1.Node) bool {
+		return n != nil && !hasNodeTaint(n, corev1.TaintNodeOutOfService)
+	}); err != nil {
+		t.Errorf("podhealth-controller did not remove the out-of-service taint it applied: %v", err)
+	}
+	untainted := time.Since(on)
+	if victim.RunningWith("UID=" + string(old.UID)) {
+		t.Error("the old pod's container runs again on the powered-on node")
+	}
+	since := func(at time.Time) string { return figSec(at.Sub(powerOff)) }
+	t.Logf("power-off: the cloud's shutdown taint %s, old pod gone %s (force DELETE by %s), out-of-service %s, its successor writing on the spare %s; powered on: Ready %s, untainted %s",
+		since(shutdownAt), since(gone), by, since(taintAt), since(nextFirst), figSec(ready), figSec(untainted))
+	return fmt.Sprintf("| a StatefulSet pod's node powered off (every process of it killed), the cloud reporting the instance shut down (podhealth-controller `--shutdown-taint=%s=2s --apply-out-of-service`) | the cloud's shutdown taint %s after the power-off, the pod gone %s (force DELETE by %s), the out-of-service taint %s, its successor writing on the spare %s | powered on: Ready %s later, the taint removed %s later |",
+		health.TaintCloudShutdown, since(shutdownAt), since(gone), by, since(taintAt), since(nextFirst), figSec(ready), figSec(untainted))
 }
 
 // realNodesFigures is the section of FIGURES.md.
@@ -581,4 +870,33 @@ func realNodesFigures(nodes int, ready time.Duration, rows map[string]string) st
 		b.WriteString(rows[k] + "\n")
 	}
 	return b.String()
+}
+
+// TestRealOverlapsFindsASecondWriterFromTheFileAlone: the real nodes'
+// single-writer check reports a container of one identity that writes
+// again after another wrote, and nothing for a clean hand-over or for two
+// identities that write at once.
+func TestRealOverlapsFindsASecondWriterFromTheFileAlone(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	tests := []struct {
+		name   string
+		writes []realWrite
+		want   int
+	}{
+		{"a hand-over: the old container's last write before the new one's first", []realWrite{
+			{"db-0", "a", 1, at(1)}, {"db-0", "a", 2, at(2)}, {"db-0", "b", 1, at(3)}, {"db-0", "b", 2, at(4)}}, 0},
+		{"two identities at once", []realWrite{
+			{"db-0", "a", 1, at(1)}, {"db-1", "c", 1, at(1.5)}, {"db-0", "a", 2, at(2)}, {"db-1", "c", 2, at(2.5)}}, 0},
+		{"the old container writes again after the new one did", []realWrite{
+			{"db-0", "a", 1, at(1)}, {"db-0", "b", 1, at(2)}, {"db-0", "a", 2, at(3)}, {"db-0", "b", 2, at(4)}}, 2},
+		{"out of order in the file, in order in time", []realWrite{
+			{"db-0", "b", 1, at(3)}, {"db-0", "a", 1, at(1)}, {"db-0", "a", 2, at(2)}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := realOverlaps(tt.writes); len(got) != tt.want {
+				t.Errorf("realOverlaps = %q, want %d findings", got, tt.want)
+			}
+		})
+	}
 }

@@ -393,14 +393,20 @@ func (n *RealNode) startContainerd(ctx context.Context) error {
 	if err := p.start(); err != nil {
 		return err
 	}
+	return n.ctr(ctx, p, "images", "import", n.bins.Images.Archive)
+}
+
+// ctr runs ctr against the node's containerd, p, retrying for a minute
+// while containerd starts.
+func (n *RealNode) ctr(ctx context.Context, p *process, args ...string) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		out, err := exec.CommandContext(ctx, n.bins.Ctr, "-a", n.socket(), "-n", "k8s.io", "images", "import", n.bins.Images.Archive).CombinedOutput()
+		out, err := exec.CommandContext(ctx, n.bins.Ctr, append([]string{"-a", n.socket(), "-n", "k8s.io"}, args...)...).CombinedOutput()
 		if err == nil {
 			return nil
 		}
 		if done, _ := p.exited(); done || time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("importing the images: %v: %s\n%s", err, out, p.tail(20))
+			return fmt.Errorf("ctr %s: %v: %s\n%s", strings.Join(args, " "), err, out, p.tail(20))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -481,13 +487,17 @@ func (n *RealNode) PowerOff() error {
 	return nil
 }
 
-// PowerOn boots a powered-off node: containerd, then the kubelet, which
-// finds its pods' containers gone.
-func (n *RealNode) PowerOn() error {
+// PowerOn boots a powered-off node: containerd, then, once it answers,
+// the kubelet (which exits if its runtime does not answer at its start),
+// which finds its pods' containers gone.
+func (n *RealNode) PowerOn(ctx context.Context) error {
 	n.mu.Lock()
 	containerd := n.containerd
 	n.mu.Unlock()
 	if err := containerd.start(); err != nil {
+		return err
+	}
+	if err := n.ctr(ctx, containerd, "version"); err != nil {
 		return err
 	}
 	n.mu.Lock()
