@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -244,12 +245,13 @@ func TestScenarioRealNodes(t *testing.T) {
 	rb := realNodeBinaries(t)
 	setup, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	cp := harness.Start(t, bins, harness.Options{AuditPodDeletes: true, ExtraControllerManagerArgs: []string{
+	// Volumes: the PV binder, attach-detach and StatefulSet controllers
+	// too.
+	cp := harness.Start(t, bins, harness.Options{AuditPodDeletes: true, Volumes: true, ExtraControllerManagerArgs: []string{
 		"--node-monitor-grace-period=" + harness.RealNodeMonitorGracePeriod.String(),
 		// The scenarios' nodes fail at once: at the default rate (one
 		// node tainted per 10 s) the second would wait for the first.
 		"--node-eviction-rate=100",
-		"--controllers=" + strings.Join(append(append([]string(nil), harness.Controllers...), "statefulset-controller"), ","),
 	}})
 	c := cp.Client()
 	// Each scenario has a victim and a spare in a zone of their own: the
@@ -261,6 +263,13 @@ func TestScenarioRealNodes(t *testing.T) {
 	for _, sc := range scenarios {
 		names = append(names, "real-"+sc+"-victim", "real-"+sc+"-spare")
 		zones = append(zones, sc, sc)
+	}
+	// The soak's nodes: three zones of two.
+	for z := range realSoakZones {
+		for i := range 2 {
+			names = append(names, fmt.Sprintf("real-soak-%d%c", z, 'a'+i))
+			zones = append(zones, fmt.Sprintf("soak-%d", z))
+		}
 	}
 	nodes := make([]*harness.RealNode, len(names))
 	errs := make([]error, len(names))
@@ -305,6 +314,20 @@ func TestScenarioRealNodes(t *testing.T) {
 	// podhealth-controller applying the out-of-service taint.
 	cloud := newShutdownCloud()
 	startCloudNodeLifecycle(setup, t, c, cloud)
+	// Its volume: a ReadWriteOnce CSI volume through the real
+	// attach-detach controller, the harness's model of the
+	// external-attacher, and the harness's CSI node plugin on the two
+	// nodes of the scenario.
+	if err := cp.CreateCSIDriver(setup); err != nil {
+		t.Fatal(err)
+	}
+	attacher := cp.StartAttacher(setup)
+	volumesDir := t.TempDir()
+	for _, n := range nodes[8:10] {
+		if _, err := n.StartCSIDriver(volumesDir); err != nil {
+			t.Fatal(err)
+		}
+	}
 	applyObjects(setup, t, cp, append(controllerManifests(t), kustomizationObjects(t, controllerConfigDir+"/out-of-service")...), false)
 	startControllerReplica(t, cp, "podhealth-controller", controllerKubeconfig(setup, t, cp),
 		"--shutdown-taint="+health.TaintCloudShutdown+"=2s", "--apply-out-of-service", "--breaker-min-unhealthy=10")
@@ -334,7 +357,11 @@ func TestScenarioRealNodes(t *testing.T) {
 	})
 	t.Run("a power-off on the cloud's word: the StatefulSet pod runs elsewhere after the out-of-service taint", func(t *testing.T) {
 		t.Parallel()
-		record("5", runRealPowerOff(sub(t), t, cp, cloud, nodes[8], nodes[9]))
+		record("5", runRealPowerOff(sub(t), t, cp, cloud, attacher, volumesDir, nodes[8], nodes[9]))
+	})
+	t.Run("a seeded soak of overlapping faults: no identity has two writers, and every workload comes back", func(t *testing.T) {
+		t.Parallel()
+		record("6", runRealSoak(sub(t), t, cp, nodes[2*len(scenarios):]))
 	})
 	t.Run("the mutation: a policy without fencing, and the writers' file shows two writers", func(t *testing.T) {
 		t.Parallel()
@@ -391,7 +418,9 @@ func startRealWorkload(ctx context.Context, t *testing.T, cp *harness.ControlPla
 	runCtx, stop := context.WithCancel(ctx)
 	var running sync.WaitGroup
 	t.Cleanup(func() { stop(); running.Wait() })
-	running.Go(func() { bindToPreferred(runCtx, cp, ns, prefer) })
+	if len(prefer) > 0 {
+		running.Go(func() { bindToPreferred(runCtx, cp, ns, prefer) })
+	}
 	if !checker.on {
 		return w
 	}
@@ -723,10 +752,19 @@ func runRealStatefulWithoutFencing(ctx context.Context, t *testing.T, cp *harnes
 // victim, its successor to spare) with the cloud reporting the instance
 // shut down, podhealth-controller as the namespace's checker, and
 // returns its row of FIGURES.md.
-func runRealPowerOff(ctx context.Context, t *testing.T, cp *harness.ControlPlane, cloud *shutdownCloud, victim, spare *harness.RealNode) string {
+func runRealPowerOff(ctx context.Context, t *testing.T, cp *harness.ControlPlane, cloud *shutdownCloud, attacher *harness.Attacher, volumesDir string, victim, spare *harness.RealNode) string {
 	c := cp.Client()
 	podLabels := map[string]string{"app": "db"}
 	w := startRealWorkload(ctx, t, cp, "real-poweroff", labels.SelectorFromSet(podLabels), realChecker{}, victim.Name(), spare.Name())
+	// db-0's claim vol-db-0, bound to a CSI volume whose directory the
+	// writers' file is in.
+	const claim = "vol-db-0"
+	if err := cp.CreateVolume(ctx, w.ns, claim); err != nil {
+		t.Fatal(err)
+	}
+	w.writes = filepath.Join(volumesDir, "vol-"+w.ns+"-"+claim, "writes")
+	spec := writerPodSpec("", 2)
+	spec.Volumes = nil
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
 		Spec: appsv1.StatefulSetSpec{
@@ -734,8 +772,15 @@ func runRealPowerOff(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec:       writerPodSpec(filepath.Dir(w.writes), 2),
+				Spec:       spec,
 			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "vol"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}},
 		},
 	}
 	if _, err := c.AppsV1().StatefulSets(w.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
@@ -811,6 +856,21 @@ func runRealPowerOff(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	if next.NodeName != spare.Name() || !oldLast.Before(nextFirst) {
 		t.Errorf("the new pod ran on %s from %s; the old one wrote until %s", next.NodeName, nextFirst.Format(time.StampMilli), oldLast.Format(time.StampMilli))
 	}
+	// The volume went from the victim to the spare: detached, then
+	// attached, never on both.
+	var detached, attached time.Time
+	for _, e := range attacher.Events() {
+		switch {
+		case e.Kind == harness.VolumeDetached && e.Node == victim.Name() && detached.IsZero():
+			detached = e.At
+		case e.Kind == harness.VolumeAttached && e.Node == spare.Name() && attached.IsZero():
+			attached = e.At
+		}
+	}
+	if detached.IsZero() || attached.IsZero() || attached.Before(detached) {
+		t.Errorf("the volume: detached from %s at %s, attached to %s at %s; want a detach, then the attach (attacher log %v)",
+			victim.Name(), detached.Format(time.StampMilli), spare.Name(), attached.Format(time.StampMilli), attacher.Events())
+	}
 	deletes, err := cp.PodDeletes()
 	if err != nil {
 		t.Fatal(err)
@@ -843,10 +903,10 @@ func runRealPowerOff(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 		t.Error("the old pod's container runs again on the powered-on node")
 	}
 	since := func(at time.Time) string { return figSec(at.Sub(powerOff)) }
-	t.Logf("power-off: the cloud's shutdown taint %s, old pod gone %s (force DELETE by %s), out-of-service %s, its successor writing on the spare %s; powered on: Ready %s, untainted %s",
-		since(shutdownAt), since(gone), by, since(taintAt), since(nextFirst), figSec(ready), figSec(untainted))
-	return fmt.Sprintf("| a StatefulSet pod's node powered off (every process of it killed), the cloud reporting the instance shut down (podhealth-controller `--shutdown-taint=%s=2s --apply-out-of-service`) | the cloud's shutdown taint %s after the power-off, the pod gone %s (force DELETE by %s), the out-of-service taint %s, its successor writing on the spare %s | powered on: Ready %s later, the taint removed %s later |",
-		health.TaintCloudShutdown, since(shutdownAt), since(gone), by, since(taintAt), since(nextFirst), figSec(ready), figSec(untainted))
+	t.Logf("power-off: the cloud's shutdown taint %s, old pod gone %s (force DELETE by %s), out-of-service %s, volume detached %s, attached to the spare %s, its successor writing there %s; powered on: Ready %s, untainted %s",
+		since(shutdownAt), since(gone), by, since(taintAt), since(detached), since(attached), since(nextFirst), figSec(ready), figSec(untainted))
+	return fmt.Sprintf("| a StatefulSet pod with a ReadWriteOnce CSI volume, its node powered off (every process of it killed), the cloud reporting the instance shut down (podhealth-controller `--shutdown-taint=%s=2s --apply-out-of-service`) | the cloud's shutdown taint %s after the power-off, the pod gone %s (force DELETE by %s), the out-of-service taint %s; the volume detached %s and attached to the spare %s; its successor writing on it there %s | powered on: Ready %s later, the taint removed %s later |",
+		health.TaintCloudShutdown, since(shutdownAt), since(gone), by, since(taintAt), since(detached), since(attached), since(nextFirst), figSec(ready), figSec(untainted))
 }
 
 // realNodesFigures is the section of FIGURES.md.

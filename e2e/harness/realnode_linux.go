@@ -84,6 +84,7 @@ type RealNode struct {
 	mu         sync.Mutex
 	containerd *process
 	kubelet    *process
+	csi        *NodeCSIDriver // with StartCSIDriver
 }
 
 // Name returns the node's name.
@@ -572,6 +573,12 @@ func (n *RealNode) teardown() error {
 	var errs []error
 	if n.relay != nil {
 		n.relay.close()
+	}
+	n.mu.Lock()
+	driver := n.csi
+	n.mu.Unlock()
+	if driver != nil {
+		driver.stop()
 	}
 	if len(n.cgroups) > 0 {
 		n.mu.Lock()
