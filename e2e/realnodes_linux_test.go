@@ -35,6 +35,10 @@ import (
 // realNodesSection is TestScenarioRealNodes's section of FIGURES.md.
 const realNodesSection = "real nodes"
 
+// realNodesInotifyInstances is the fs.inotify.max_user_instances that
+// TestScenarioRealNodes needs: .ci/run raises the limit to it.
+const realNodesInotifyInstances = 1024
+
 // realNodesRequiredEnv, set to 1 (as .ci/run does), makes a machine where
 // real nodes cannot run fail the real-node scenarios instead of skipping
 // them.
@@ -243,6 +247,19 @@ func nodeReady(n *corev1.Node) bool {
 func TestScenarioRealNodes(t *testing.T) {
 	t.Parallel()
 	rb := realNodeBinaries(t)
+	// Every kubelet and containerd holds inotify instances (cAdvisor, the
+	// plugin and configuration watchers); the default limit of 128 per
+	// user runs out near fifteen nodes beside the rest of the suite, and a
+	// kubelet that meets it never registers its node.
+	if limit, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(limit))); err == nil && n < realNodesInotifyInstances {
+			msg := fmt.Sprintf("fs.inotify.max_user_instances is %d; the real nodes need %d or more (.ci/run raises it)", n, realNodesInotifyInstances)
+			if os.Getenv(realNodesRequiredEnv) == "1" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
 	setup, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	// Volumes: the PV binder, attach-detach and StatefulSet controllers
@@ -479,6 +496,44 @@ func (w *realWorkload) firstWriter(ctx context.Context, t *testing.T, node strin
 	return found
 }
 
+// createStatefulSet creates StatefulSet db of one replica of spec, with
+// podLabels and claims.
+func (w *realWorkload) createStatefulSet(ctx context.Context, t *testing.T, c kubernetes.Interface, podLabels map[string]string, spec corev1.PodSpec, claims []corev1.PersistentVolumeClaim) {
+	t.Helper()
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:             ptr.To(int32(1)),
+			Selector:             &metav1.LabelSelector{MatchLabels: podLabels},
+			Template:             corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: spec},
+			VolumeClaimTemplates: claims,
+		},
+	}
+	if _, err := c.AppsV1().StatefulSets(w.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// successor waits for a pod other than old whose container has written,
+// and returns it.
+func (w *realWorkload) successor(ctx context.Context, t *testing.T, old types.UID) harness.PodHistory {
+	t.Helper()
+	var next harness.PodHistory
+	if err := pollUntil(ctx, func() bool {
+		ws := w.realWrites(t)
+		for _, p := range w.watch.Pods() {
+			if _, _, n := writesOf(ws, p.UID); n > 0 && p.UID != old {
+				next = p
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no pod but %s ever wrote: %v", old, err)
+	}
+	return next
+}
+
 // pod returns the watch's history of uid.
 func (w *realWorkload) pod(uid types.UID) harness.PodHistory {
 	p, _ := w.watch.Pod(uid)
@@ -615,20 +670,7 @@ func runRealStatefulPartition(ctx context.Context, t *testing.T, cp *harness.Con
 	podLabels := map[string]string{"app": "db"}
 	selector := labels.SelectorFromSet(podLabels)
 	w := startRealWorkload(ctx, t, cp, "real-stateful", selector, realChecker{on: true}, victim.Name(), spare.Name())
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec:       writerPodSpec(filepath.Dir(w.writes), 2),
-			},
-		},
-	}
-	if _, err := c.AppsV1().StatefulSets(w.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.createStatefulSet(ctx, t, c, podLabels, writerPodSpec(filepath.Dir(w.writes), 2), nil)
 	old := w.firstWriter(ctx, t, victim.Name())
 	partition, unknown := faultUntilEvicted(ctx, t, cp, w, victim, old.UID, realPartition)
 	// Held: for as long as the node is cut off, its container runs, so
@@ -661,19 +703,7 @@ func runRealStatefulPartition(ctx context.Context, t *testing.T, cp *harness.Con
 		t.Fatal(err)
 	}
 	gone := w.pod(old.UID).Deleted
-	var next harness.PodHistory
-	if err := pollUntil(ctx, func() bool {
-		ws := w.realWrites(t)
-		for _, p := range w.watch.Pods() {
-			if _, _, n := writesOf(ws, p.UID); n > 0 && p.UID != old.UID {
-				next = p
-				return true
-			}
-		}
-		return false
-	}); err != nil {
-		t.Fatalf("the StatefulSet's new pod never wrote: %v", err)
-	}
+	next := w.successor(ctx, t, old.UID)
 	time.Sleep(time.Second) // the new pod writes a while
 	ws := w.realWrites(t)
 	nextFirst, _, _ := writesOf(ws, next.UID)
@@ -713,20 +743,7 @@ func runRealStatefulWithoutFencing(ctx context.Context, t *testing.T, cp *harnes
 	c := cp.Client()
 	podLabels := map[string]string{"app": "db"}
 	w := startRealWorkload(ctx, t, cp, "real-nofencing", labels.SelectorFromSet(podLabels), realChecker{on: true, fencing: health.FenceNever}, victim.Name(), spare.Name())
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec:       writerPodSpec(filepath.Dir(w.writes), 2),
-			},
-		},
-	}
-	if _, err := c.AppsV1().StatefulSets(w.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.createStatefulSet(ctx, t, c, podLabels, writerPodSpec(filepath.Dir(w.writes), 2), nil)
 	old := w.firstWriter(ctx, t, victim.Name())
 	partition, _ := faultUntilEvicted(ctx, t, cp, w, victim, old.UID, realPartition)
 	if _, err := w.watch.WaitFor(ctx, "the old pod force-deleted", func([]harness.PodHistory) bool {
@@ -765,27 +782,13 @@ func runRealPowerOff(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	w.writes = filepath.Join(volumesDir, "vol-"+w.ns+"-"+claim, "writes")
 	spec := writerPodSpec("", 2)
 	spec.Volumes = nil
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec:       spec,
-			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: "vol"},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-				},
-			}},
+	w.createStatefulSet(ctx, t, c, podLabels, spec, []corev1.PersistentVolumeClaim{{
+		ObjectMeta: metav1.ObjectMeta{Name: "vol"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
-	}
-	if _, err := c.AppsV1().StatefulSets(w.ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	}})
 	old := w.firstWriter(ctx, t, victim.Name())
 	// When the cloud's shutdown taint and the out-of-service taint are
 	// first seen on the victim.
@@ -837,19 +840,7 @@ func runRealPowerOff(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	if shutdownAt.IsZero() || gone.Before(shutdownAt) {
 		t.Errorf("the StatefulSet pod went at %s, before the cloud's shutdown taint (seen at %s)", gone.Format(time.StampMilli), shutdownAt.Format(time.StampMilli))
 	}
-	var next harness.PodHistory
-	if err := pollUntil(ctx, func() bool {
-		ws := w.realWrites(t)
-		for _, p := range w.watch.Pods() {
-			if _, _, n := writesOf(ws, p.UID); n > 0 && p.UID != old.UID {
-				next = p
-				return true
-			}
-		}
-		return false
-	}); err != nil {
-		t.Fatalf("the StatefulSet's new pod never wrote: %v", err)
-	}
+	next := w.successor(ctx, t, old.UID)
 	ws := w.realWrites(t)
 	_, oldLast, _ := writesOf(ws, old.UID)
 	nextFirst, _, _ := writesOf(ws, next.UID)

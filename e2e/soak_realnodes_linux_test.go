@@ -26,7 +26,7 @@ import (
 // The real-node soak: realSoakZones zones of two nodes, realSoakFaults
 // faults (set PODHEALTH_REAL_SOAK_SEED to replay a schedule).
 const (
-	realSoakZones   = 3
+	realSoakZones   = 2
 	realSoakFaults  = 6
 	realSoakSeedEnv = "PODHEALTH_REAL_SOAK_SEED"
 	// realSoakBound is how long after the last fault ends every workload
@@ -173,7 +173,7 @@ func runRealSoak(ctx context.Context, t *testing.T, cp *harness.ControlPlane, no
 	sort.Strings(kinds)
 	t.Logf("real soak: %d faults (%s) over %v; %d containers wrote %d lines; every workload back %v after the last heal; %d violations",
 		len(schedule), strings.Join(kinds, ", "), healed.Sub(start).Round(time.Second), containers, len(ws), back.Round(100*time.Millisecond), len(overlaps))
-	return fmt.Sprintf("| a seeded soak on %d real nodes (3 zones of 2): a StatefulSet and a ReplicaSet of three, %d overlapping faults (%s; 20 to 50 s each), each healed | %d containers wrote over %v; no StatefulSet identity had two writers (from the writers' file alone) | every workload wrote again %s after the last heal |",
+	return fmt.Sprintf("| a seeded soak on %d real nodes (zones of 2): a StatefulSet and a ReplicaSet of three, %d overlapping faults (%s; 20 to 50 s each), each healed | %d containers wrote over %v; no StatefulSet identity had two writers (from the writers' file alone) | every workload wrote again %s after the last heal |",
 		len(nodes), len(schedule), strings.Join(kinds, ", "), containers, healed.Sub(start).Round(time.Second), figSec(back))
 }
 
