@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/podhealth/podhealth/e2e/harness"
@@ -401,11 +400,7 @@ func runSelfFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane, n
 		t.Fatal(err)
 	}
 	loop := newStsLoop()
-	for _, inf := range []cache.SharedIndexInformer{factory.Core().V1().Pods().Informer(), nodeFactory.Core().V1().Nodes().Informer()} {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { loop.poke() }}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	loop.pokeOnUpdates(t, factory.Core().V1().Pods().Informer(), nodeFactory.Core().V1().Nodes().Informer())
 	factory.Start(runCtx.Done())
 	nodeFactory.Start(runCtx.Done())
 	t.Cleanup(func() { stop(); factory.Shutdown(); nodeFactory.Shutdown() })

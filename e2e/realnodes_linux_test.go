@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/podhealth/podhealth/e2e/harness"
@@ -452,11 +451,7 @@ func startRealWorkload(ctx context.Context, t *testing.T, cp *harness.ControlPla
 	}
 	// It checks every 500 ms and on each change, as an operator would.
 	w.loop = newStsLoop()
-	for _, inf := range []cache.SharedIndexInformer{factory.Core().V1().Pods().Informer(), nodeFactory.Core().V1().Nodes().Informer()} {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { w.loop.poke() }}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.loop.pokeOnUpdates(t, factory.Core().V1().Pods().Informer(), nodeFactory.Core().V1().Nodes().Informer())
 	factory.Start(runCtx.Done())
 	nodeFactory.Start(runCtx.Done())
 	t.Cleanup(func() { stop(); factory.Shutdown(); nodeFactory.Shutdown() })

@@ -40,6 +40,17 @@ type stsLoop struct {
 
 func newStsLoop() *stsLoop { return &stsLoop{kick: make(chan struct{}, 1)} }
 
+// pokeOnUpdates makes every update the informers deliver ask for a
+// check, as an operator's event handlers would.
+func (l *stsLoop) pokeOnUpdates(t *testing.T, infs ...cache.SharedIndexInformer) {
+	t.Helper()
+	for _, inf := range infs {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { l.poke() }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // poke asks for a check now; it never blocks.
 func (l *stsLoop) poke() {
 	select {
@@ -154,11 +165,7 @@ func TestScenarioStatefulPodWaitsForFencing(t *testing.T) {
 	podLister := podFactory.Core().V1().Pods().Lister()
 	loop := newStsLoop()
 	// A change to a node can be the evidence a held-back pod waits for.
-	if _, err := nodeFactory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, _ any) { loop.poke() },
-	}); err != nil {
-		t.Fatal(err)
-	}
+	loop.pokeOnUpdates(t, nodeFactory.Core().V1().Nodes().Informer())
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	podFactory.Start(loopCtx.Done())
 	nodeFactory.Start(loopCtx.Done())
