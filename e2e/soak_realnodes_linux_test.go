@@ -29,6 +29,10 @@ const (
 	realSoakZones   = 2
 	realSoakFaults  = 6
 	realSoakSeedEnv = "PODHEALTH_REAL_SOAK_SEED"
+	// realSoakZoneRest is the least time between the end of a fault and
+	// the start of the next in its zone: a power-on takes a second or
+	// more to finish.
+	realSoakZoneRest = 5 * time.Second
 	// realSoakBound is how long after the last fault ends every workload
 	// must write again.
 	realSoakBound = 3 * time.Minute
@@ -46,9 +50,9 @@ func (f realSoakFault) String() string {
 }
 
 // realSoakSchedule draws n faults from seed: each on a node of a zone with
-// no other fault at the time (so that a zone of two never loses both, and
-// the node-lifecycle controller always evicts), starting every 15 to 30 s
-// and lasting 20 to 50 s.
+// no other fault at the time, nor in the realSoakZoneRest before (so that a
+// zone of two never loses both, and the node-lifecycle controller always
+// evicts), starting every 15 to 30 s and lasting 20 to 50 s.
 func realSoakSchedule(seed int64, nodes, n int) []realSoakFault {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	kinds := []string{"partition", "freeze", "crash", "poweroff"}
@@ -57,7 +61,7 @@ func realSoakSchedule(seed int64, nodes, n int) []realSoakFault {
 	at := 5 * time.Second
 	for len(out) < n {
 		node := rng.IntN(nodes)
-		if busy[node/2] > at {
+		if busy[node/2]+realSoakZoneRest > at {
 			at += time.Second
 			continue
 		}
@@ -118,10 +122,21 @@ func runRealSoak(ctx context.Context, t *testing.T, cp *harness.ControlPlane, no
 
 	start := time.Now()
 	var faults sync.WaitGroup
+	// A fault of a node waits for the node's last one to be healed: a
+	// fault may begin as the one before ends, and a power-off that ran
+	// before the last power-on finished would leave the node on.
+	healedBefore := map[int]chan struct{}{}
 	for _, f := range schedule {
+		previous := healedBefore[f.node]
+		done := make(chan struct{})
+		healedBefore[f.node] = done
 		faults.Go(func() {
+			defer close(done)
 			n := nodes[f.node]
 			time.Sleep(time.Until(start.Add(f.at)))
+			if previous != nil {
+				<-previous
+			}
 			inject, heal := realSoakActions(ctx, n, f.kind)
 			if err := inject(); err != nil {
 				t.Errorf("%s of %s: %v", f.kind, n.Name(), err)
@@ -247,4 +262,27 @@ func bindToLeastLoaded(ctx context.Context, cp *harness.ControlPlane, namespace 
 			}
 		}
 	})
+}
+
+// TestRealSoakScheduleRestsEachZoneBetweenFaults: for many seeds, a
+// zone's next fault starts realSoakZoneRest or more after its last one
+// ended. Seed 1796314032881514964 once drew a power-off of a node at the
+// instant its last power-off was healed, and the second ran before the
+// power-on had finished.
+func TestRealSoakScheduleRestsEachZoneBetweenFaults(t *testing.T) {
+	for _, seed := range append([]int64{1796314032881514964}, func() []int64 {
+		var seeds []int64
+		for i := range int64(2000) {
+			seeds = append(seeds, i*7919)
+		}
+		return seeds
+	}()...) {
+		ended := map[int]time.Duration{}
+		for _, f := range realSoakSchedule(seed, 2*realSoakZones, realSoakFaults) {
+			if last, ok := ended[f.node/2]; ok && f.at < last+realSoakZoneRest {
+				t.Fatalf("seed %d: %v starts %v after its zone's last fault ended, want %v or more", seed, f, f.at-last, realSoakZoneRest)
+			}
+			ended[f.node/2] = f.at + f.dur
+		}
+	}
 }
