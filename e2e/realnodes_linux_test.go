@@ -280,7 +280,7 @@ func TestScenarioRealNodes(t *testing.T) {
 		names = append(names, "real-"+sc+"-victim", "real-"+sc+"-spare")
 		zones = append(zones, sc, sc)
 	}
-	// The soak's nodes: three zones of two.
+	// The soak's nodes: realSoakZones zones of two.
 	for z := range realSoakZones {
 		for i := range 2 {
 			names = append(names, fmt.Sprintf("real-soak-%d%c", z, 'a'+i))
@@ -357,7 +357,7 @@ func TestScenarioRealNodes(t *testing.T) {
 	}
 	t.Run("a partition of a ReplicaSet pod's node: the wedge, podhealth's recovery, and the orphan killed on heal", func(t *testing.T) {
 		t.Parallel()
-		record("1", runRealStatelessFault(sub(t), t, cp, nodes[0], nodes[1], realPartition))
+		record("1", runRealStatelessFault(sub(t), t, cp, nodes[0], nodes[1], realPartition, realChecker{on: true}))
 	})
 	t.Run("a partition of a StatefulSet pod's node: held while its container runs, one writer after the heal", func(t *testing.T) {
 		t.Parallel()
@@ -365,11 +365,13 @@ func TestScenarioRealNodes(t *testing.T) {
 	})
 	t.Run("a frozen kubelet and containerd: the same recovery, the orphan killed on thaw", func(t *testing.T) {
 		t.Parallel()
-		record("3", runRealStatelessFault(sub(t), t, cp, nodes[4], nodes[5], realFreeze))
+		record("3", runRealStatelessFault(sub(t), t, cp, nodes[4], nodes[5], realFreeze, realChecker{on: true}))
 	})
-	t.Run("a kubelet crash: the same recovery, the orphan killed by the restarted kubelet", func(t *testing.T) {
+	// podhealth-controller, not the library's Checker, recovers this one:
+	// both on real nodes, without a pair of nodes more.
+	t.Run("a kubelet crash: the same wedge, recovered by podhealth-controller, the orphan killed by the restarted kubelet", func(t *testing.T) {
 		t.Parallel()
-		record("4", runRealStatelessFault(sub(t), t, cp, nodes[6], nodes[7], realCrash))
+		record("4", runRealStatelessFault(sub(t), t, cp, nodes[6], nodes[7], realCrash, realChecker{}))
 	})
 	t.Run("a power-off on the cloud's word: the StatefulSet pod runs elsewhere after the out-of-service taint", func(t *testing.T) {
 		t.Parallel()
@@ -590,13 +592,18 @@ var (
 )
 
 // runRealStatelessFault injects fault on the node of a ReplicaSet's pod
-// (bound to victim, its replacement to spare) and returns its row of
-// FIGURES.md.
-func runRealStatelessFault(ctx context.Context, t *testing.T, cp *harness.ControlPlane, victim, spare *harness.RealNode, fault realFault) string {
+// (bound to victim, its replacement to spare), recovered by checker (the
+// library's Checker in the test, or podhealth-controller), and returns its
+// row of FIGURES.md.
+func runRealStatelessFault(ctx context.Context, t *testing.T, cp *harness.ControlPlane, victim, spare *harness.RealNode, fault realFault, checker realChecker) string {
 	c := cp.Client()
 	podLabels := map[string]string{"app": "writer"}
 	selector := labels.SelectorFromSet(podLabels)
-	w := startRealWorkload(ctx, t, cp, "real-"+strings.TrimPrefix(victim.Name(), "real-"), selector, realChecker{on: true}, victim.Name(), spare.Name())
+	w := startRealWorkload(ctx, t, cp, "real-"+strings.TrimPrefix(victim.Name(), "real-"), selector, checker, victim.Name(), spare.Name())
+	recoverer, agent := "podhealth-controller", controllerAgent
+	if checker.on {
+		recoverer, agent = "podhealth's Checker", realCheckerAgent
+	}
 	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "writer"},
 		Spec: appsv1.ReplicaSetSpec{
@@ -647,14 +654,30 @@ func runRealStatelessFault(ctx context.Context, t *testing.T, cp *harness.Contro
 	if _, err := harness.WaitForNode(ctx, c, victim.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range w.loop.errors() {
-		t.Errorf("check failed: %v", err)
+	if w.loop != nil {
+		for _, err := range w.loop.errors() {
+			t.Errorf("check failed: %v", err)
+		}
+	}
+	// The one force DELETE of the old pod: the recoverer's, with its UID.
+	deletes, err := cp.PodDeletes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forced []harness.PodDelete
+	for _, d := range deletes {
+		if d.Namespace == w.ns && d.Name == old.Name && d.Force() && d.PreconditionUID == old.UID {
+			forced = append(forced, d)
+		}
+	}
+	if len(forced) != 1 || !strings.HasPrefix(forced[0].UserAgent, agent) {
+		t.Errorf("the old pod's force DELETEs with its UID: %+v; want one, by %s (user agent %s…)", forced, recoverer, agent)
 	}
 	since := func(at time.Time) string { return figSec(at.Sub(partition)) }
-	t.Logf("%s: Unknown %s, evicted %s, force-deleted %s, replacement writing %s; the orphan wrote on for %s; killed %s after %s",
-		fault.name, since(unknown), since(old.Evicted), since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), figSec(killed.Sub(heal)), fault.heal)
-	return fmt.Sprintf("| a ReplicaSet pod's node %s (toleration 2 s; the node with its one pod: %d MB resident) | node Unknown %s, the pod evicted %s and Terminating; podhealth force-deleted it %s, and the replacement wrote on the spare node %s after the fault. The old container kept writing (%s after its force delete, until %s) | its kubelet killed the container %s after %s |",
-		fault.name, resident>>20, since(unknown), since(old.Evicted), since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), fault.heal, figSec(killed.Sub(heal)), fault.heal)
+	t.Logf("%s, %s: Unknown %s, evicted %s, force-deleted %s, replacement writing %s; the orphan wrote on for %s; killed %s after %s",
+		fault.name, recoverer, since(unknown), since(old.Evicted), since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), figSec(killed.Sub(heal)), fault.heal)
+	return fmt.Sprintf("| a ReplicaSet pod's node %s, recovered by %s (toleration 2 s; the node with its one pod: %d MB resident) | node Unknown %s, the pod evicted %s and Terminating; %s force-deleted it %s, and the replacement wrote on the spare node %s after the fault. The old container kept writing (%s after its force delete, until %s) | its kubelet killed the container %s after %s |",
+		fault.name, recoverer, resident>>20, since(unknown), since(old.Evicted), recoverer, since(old.Deleted), since(replFirst), figSec(orphanLast.Sub(old.Deleted)), fault.heal, figSec(killed.Sub(heal)), fault.heal)
 }
 
 // runRealStatefulPartition partitions the node of a StatefulSet's pod
@@ -902,7 +925,7 @@ func realNodesFigures(nodes int, ready time.Duration, rows map[string]string) st
 	fmt.Fprintf(&b, "Measured by `TestScenarioRealNodes` (`cd e2e && PODHEALTH_WRITE_FIGURES=1 go test -count=1 -run TestScenarioRealNodes -v .`) on %s: %d CPUs, %s/%s, %s; 1-minute load average %s at the end. "+
 		"Every node is a real kubelet (the control plane's release), containerd v2 and runc in network, mount and cgroup namespaces of its own; its containers are real processes that append to a file on the host that stands for their volume. "+
 		"A partition stops the node's relay, its only path to the API server: the kubelet and the containers keep running. "+
-		"Node monitor grace period %v; the real node-lifecycle, taint-eviction, ReplicaSet and StatefulSet controllers; podhealth's Checker (`kube.NewChecker`, default policy) every 500 ms. "+
+		"Node monitor grace period %v; the real node-lifecycle, taint-eviction, ReplicaSet and StatefulSet controllers; podhealth's Checker (`kube.NewChecker`, default policy) every 500 ms, or podhealth-controller where a row says so. "+
 		"%d nodes started and Ready in %s (built in %s, this run).\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), figLoadAverage(), harness.RealNodeMonitorGracePeriod,
 		nodes, figSec(ready), figSec(realNodeBuild.bins.BuildTime))
