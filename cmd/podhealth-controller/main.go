@@ -46,17 +46,19 @@ import (
 
 // Config is what the flags set.
 type Config struct {
-	Namespaces        string
-	WatchNamespaces   []string // the namespaced mode's namespaces; nil means cluster-wide
-	DryRun            bool
-	MaxDeletes        int
-	DeleteWindow      time.Duration
-	BreakerShare      float64
-	BreakerMin        int
-	BreakerRecheck    time.Duration
-	MemoryCapacity    int
-	LeaderElect       bool
-	LeaderElectionNS  string
+	Namespaces       string
+	WatchNamespaces  []string // the namespaced mode's namespaces; nil means cluster-wide
+	DryRun           bool
+	MaxDeletes       int
+	DeleteWindow     time.Duration
+	BreakerShare     float64
+	BreakerMin       int
+	BreakerRecheck   time.Duration
+	MemoryCapacity   int
+	LeaderElect      bool
+	LeaderElectionNS string
+	// LeaderElection holds --leader-election-id and the Lease's timings.
+	LeaderElection    LeaderElection
 	MetricsAddr       string
 	MetricsSecure     bool
 	ProbeAddr         string
@@ -75,6 +77,41 @@ type Config struct {
 	FenceLease          bool
 	NetworkFenceDrivers []string
 	NetworkFenceClasses []string
+}
+
+// LeaderElection is the leader-election Lease's name and timings. The
+// defaults are controller-runtime's and client-go's: a standby takes over
+// from a leader that died without giving up its Lease within LeaseDuration
+// plus up to one RetryPeriod.
+type LeaderElection struct {
+	ID            string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
+
+// defaultLeaderElection is the flags' defaults.
+var defaultLeaderElection = LeaderElection{ID: "podhealth-controller", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+
+// leaderElectionJitter is client-go's leaderelection.JitterFactor: it
+// refuses a renew deadline that is not longer than this many retry periods.
+const leaderElectionJitter = 1.2
+
+// check refuses what client-go's leader election would refuse at start,
+// so that the flag check, not a crash loop, names the bad value.
+func (le LeaderElection) check() error {
+	if msgs := validation.IsDNS1123Subdomain(le.ID); len(msgs) > 0 {
+		return fmt.Errorf("--leader-election-id: %q is not a Lease name: %s", le.ID, strings.Join(msgs, "; "))
+	}
+	switch {
+	case le.RetryPeriod <= 0:
+		return errors.New("--leader-election-retry-period must be positive")
+	case le.RenewDeadline <= time.Duration(leaderElectionJitter*float64(le.RetryPeriod)):
+		return fmt.Errorf("--leader-election-renew-deadline (%v) must be longer than %v times --leader-election-retry-period (%v)", le.RenewDeadline, leaderElectionJitter, le.RetryPeriod)
+	case le.LeaseDuration <= le.RenewDeadline:
+		return fmt.Errorf("--leader-election-lease-duration (%v) must be longer than --leader-election-renew-deadline (%v)", le.LeaseDuration, le.RenewDeadline)
+	}
+	return nil
 }
 
 // metricsOptions serves /metrics as the flags say: by default over HTTPS,
@@ -211,6 +248,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.IntVar(&c.MemoryCapacity, "memory-capacity", defaultMemoryCapacity, "force-deleted pods (and pods first seen terminating) remembered for 10 minutes, so that a lagging cache gets no second DELETE; about 184 bytes each. Raise it while podhealth_memory_shed_total grows")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run as one of several replicas: only the leader acts")
 	fs.StringVar(&c.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease; empty means the controller's own namespace (in a cluster)")
+	c.LeaderElection = defaultLeaderElection
+	fs.StringVar(&c.LeaderElection.ID, "leader-election-id", defaultLeaderElection.ID, "name of the leader-election Lease: replicas that share it elect one leader, so two installations in one namespace need two names (the manifests set it to the ServiceAccount's name, which follows a name prefix; the chart to the release's full name)")
+	fs.DurationVar(&c.LeaderElection.LeaseDuration, "leader-election-lease-duration", defaultLeaderElection.LeaseDuration, "how long a standby waits after the leader's last renewal before it takes the Lease: a leader that died without giving it up is replaced within this plus one --leader-election-retry-period")
+	fs.DurationVar(&c.LeaderElection.RenewDeadline, "leader-election-renew-deadline", defaultLeaderElection.RenewDeadline, "how long the leader keeps retrying a renewal before it stops acting (and exits); shorter than --leader-election-lease-duration")
+	fs.DurationVar(&c.LeaderElection.RetryPeriod, "leader-election-retry-period", defaultLeaderElection.RetryPeriod, "how often the leader renews and a standby tries to take the Lease")
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus /metrics endpoint; 0 disables it")
 	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS (a self-signed certificate) to clients whose token the API server accepts and that may get /metrics (the podhealth-controller-metrics-reader ClusterRole); false serves plain HTTP to anyone who reaches the port")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -243,6 +285,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		return addFenceName(&c.NetworkFenceClasses, "--network-fence-class", v)
 	})
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if !c.LeaderElect {
+		var set []string
+		fs.Visit(func(f *flag.Flag) {
+			if strings.HasPrefix(f.Name, "leader-election-") {
+				set = append(set, "--"+f.Name)
+			}
+		})
+		if len(set) > 0 {
+			return c, fmt.Errorf("%s with --leader-elect=false: without leader election they would do nothing", strings.Join(set, ", "))
+		}
+	} else if err := c.LeaderElection.check(); err != nil {
 		return c, err
 	}
 	if watch != "" {
@@ -404,8 +459,11 @@ func run(cfg Config) error {
 	restConfig.QPS, restConfig.Burst = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		LeaderElection:          cfg.LeaderElect,
-		LeaderElectionID:        "podhealth-controller",
+		LeaderElectionID:        cfg.LeaderElection.ID,
 		LeaderElectionNamespace: cfg.LeaderElectionNS,
+		LeaseDuration:           &cfg.LeaderElection.LeaseDuration,
+		RenewDeadline:           &cfg.LeaderElection.RenewDeadline,
+		RetryPeriod:             &cfg.LeaderElection.RetryPeriod,
 		// The leader gives up its Lease on a clean stop, so that the next
 		// replica takes over at once.
 		LeaderElectionReleaseOnCancel: true,
@@ -513,6 +571,7 @@ func run(cfg Config) error {
 	}
 	ctrl.Log.Info("starting", append(scope, "dryRun", cfg.DryRun, "maxForceDeletes", cfg.MaxDeletes,
 		"window", cfg.DeleteWindow.String(), "breakerShare", cfg.BreakerShare, "breakerMin", cfg.BreakerMin, "leaderElect", cfg.LeaderElect,
+		"leaderElectionID", cfg.LeaderElection.ID, "leaseDuration", cfg.LeaderElection.LeaseDuration.String(),
 		"shutdownTaints", fmt.Sprint(cfg.ShutdownTaints), "applyOutOfService", cfg.ApplyOutOfService,
 		"fenceLease", cfg.FenceLease, "networkFenceDrivers", cfg.NetworkFenceDrivers, "networkFenceClasses", cfg.NetworkFenceClasses)...)
 	return mgr.Start(ctrl.SetupSignalHandler())

@@ -85,9 +85,36 @@ func TestDeploymentRunsNonRootWithProbesAndRequests(t *testing.T) {
 	require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
 	require.False(t, c.Resources.Requests.Cpu().IsZero())
 	require.False(t, c.Resources.Requests.Memory().IsZero())
-	// Every flag the manifest passes exists and parses.
-	_, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), c.Args)
-	require.NoError(t, err, strings.Join(c.Args, " "))
+	// Every flag the manifest passes exists and parses, as the kubelet
+	// passes it.
+	args := expandedArgs(t, pod)
+	cfg, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), args)
+	require.NoError(t, err, strings.Join(args, " "))
+	require.Equal(t, "podhealth-controller", cfg.LeaderElection.ID, "the ServiceAccount's name")
+}
+
+// expandedArgs are the first container's args as the kubelet passes them:
+// each $(VAR) replaced by the container's env, every variable of which
+// must be the pod's spec.serviceAccountName (the one fieldRef the
+// manifests use).
+func expandedArgs(t *testing.T, pod corev1.PodSpec) []string {
+	t.Helper()
+	c := pod.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		require.NotNil(t, e.ValueFrom, e.Name)
+		require.Equal(t, "spec.serviceAccountName", e.ValueFrom.FieldRef.FieldPath, e.Name)
+		env[e.Name] = pod.ServiceAccountName
+	}
+	var out []string
+	for _, a := range c.Args {
+		out = append(out, regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`).ReplaceAllStringFunc(a, func(ref string) string {
+			v, ok := env[ref[2:len(ref)-1]]
+			require.True(t, ok, "%s names %s, which the container's env lacks", a, ref)
+			return v
+		}))
+	}
+	return out
 }
 
 func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
@@ -96,6 +123,7 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 	require.Equal(t, Config{
 		Namespaces: controller.EnabledLabel + "=true", MaxDeletes: 20, DeleteWindow: time.Minute,
 		BreakerShare: 0.3, BreakerMin: 3, BreakerRecheck: time.Minute, MemoryCapacity: 16384, LeaderElect: true, MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", MaxConcurrentWork: 4, KubeAPIQPS: 50, KubeAPIBurst: 100,
+		LeaderElection: LeaderElection{ID: "podhealth-controller", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}, cfg)
 	for _, args := range [][]string{
 		{"--max-force-deletes=-1"},
@@ -119,6 +147,14 @@ func TestFlagsDefaultToTheSafeSettingsAndRefuseBadOnes(t *testing.T) {
 		{"--network-fence-driver="},
 		{"--network-fence-driver=rbd.csi.ceph.com", "--network-fence-driver=rbd.csi.ceph.com"},
 		{"--network-fence-class= "},
+		{"--leader-election-id="},
+		{"--leader-election-id=Podhealth_Controller"},
+		{"--leader-election-lease-duration=10s"},                                       // not longer than the renew deadline
+		{"--leader-election-renew-deadline=2400ms"},                                    // not longer than 1.2 retry periods
+		{"--leader-election-retry-period=0s"},                                          // client-go would spin
+		{"--leader-election-retry-period=-1s", "--leader-election-renew-deadline=-2s"}, // negative, in order
+		{"--leader-elect=false", "--leader-election-id=acme"},                          // would do nothing
+		{"--leader-elect=false", "--leader-election-namespace=ops"},                    // would do nothing
 	} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		fs.SetOutput(new(strings.Builder))
@@ -243,4 +279,17 @@ func TestTheLeaseCacheCoversTheNamespacesActedInWithFenceLease(t *testing.T) {
 			require.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// TestLeaderElectionFlagsReachTheLeaseAtTheBordersClientGoAllows: timings
+// just inside what client-go's leader election takes are accepted as given,
+// and the ID names the Lease.
+func TestLeaderElectionFlagsReachTheLeaseAtTheBordersClientGoAllows(t *testing.T) {
+	cfg, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{
+		"--leader-election-id=acme-podhealth-controller", "--leader-election-lease-duration=2401ms",
+		"--leader-election-renew-deadline=2400001us", "--leader-election-retry-period=2s"})
+	require.NoError(t, err)
+	require.Equal(t, LeaderElection{ID: "acme-podhealth-controller", LeaseDuration: 2401 * time.Millisecond, RenewDeadline: 2400001 * time.Microsecond, RetryPeriod: 2 * time.Second}, cfg.LeaderElection)
+	_, err = parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--leader-election-lease-duration=10s"})
+	require.ErrorContains(t, err, "--leader-election-lease-duration (10s) must be longer than --leader-election-renew-deadline (10s)")
 }

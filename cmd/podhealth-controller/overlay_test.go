@@ -93,6 +93,9 @@ images:
 	}
 	require.Equal(t, "platform-ops/ops-podhealth-controller", account)
 	require.Equal(t, "registry.example/podhealth-controller:v9.9.9", image)
+	// The Lease follows the prefix: its ID is the ServiceAccount's name,
+	// which the kubelet expands from the pod's own spec.
+	require.Equal(t, "ops-podhealth-controller", leaseID(t, objs))
 
 	for _, r := range objs.Resources() {
 		kind := r.GetKind()
@@ -112,6 +115,39 @@ images:
 		}
 	}
 	require.Equal(t, []string{"ClusterRoleBinding ops-podhealth-controller-node-leases"}, leaseReaders)
+}
+
+// leaseID is the leader-election Lease's name that the rendered
+// Deployment's pods run with.
+func leaseID(t *testing.T, objs resmap.ResMap) string {
+	t.Helper()
+	for _, r := range objs.Resources() {
+		if r.GetKind() != "Deployment" {
+			continue
+		}
+		data, err := r.AsYAML()
+		require.NoError(t, err)
+		var d appsv1.Deployment
+		require.NoError(t, yaml.Unmarshal(data, &d))
+		for _, a := range expandedArgs(t, d.Spec.Template.Spec) {
+			if id, ok := strings.CutPrefix(a, "--leader-election-id="); ok {
+				return id
+			}
+		}
+		t.Fatal("the Deployment passes no --leader-election-id")
+	}
+	t.Fatal("no Deployment rendered")
+	return ""
+}
+
+// TestTwoOverlaysInOneNamespaceElectALeaderEach: the base and a prefixed
+// overlay of it in one namespace name two Leases; before, every
+// installation locked the Lease podhealth-controller.
+func TestTwoOverlaysInOneNamespaceElectALeaderEach(t *testing.T) {
+	plain := render(t, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../base\n")
+	prefixed := render(t, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamePrefix: canary-\nresources:\n- ../base\n")
+	require.Equal(t, "podhealth-controller", leaseID(t, plain))
+	require.Equal(t, "canary-podhealth-controller", leaseID(t, prefixed))
 }
 
 // TestTheMonitoringComponentFollowsTheOverlay: the monitoring component
@@ -247,7 +283,7 @@ func TestTheNamespacedOverlayGrantsPodRightsInTheWatchedNamespacesOnly(t *testin
 			require.NoError(t, err)
 			var d appsv1.Deployment
 			require.NoError(t, yaml.Unmarshal(data, &d))
-			args = d.Spec.Template.Spec.Containers[0].Args
+			args = expandedArgs(t, d.Spec.Template.Spec)
 		}
 	}
 	require.ElementsMatch(t, []string{"shop", "tools"}, bound)
@@ -351,7 +387,7 @@ components:
 	require.Empty(t, cmp.Diff(controller.OutOfServiceRules(), role.Rules))
 	require.Equal(t, role.Name, binding.RoleRef.Name)
 	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ops-podhealth-controller", Namespace: "platform-ops"}}, binding.Subjects)
-	args := deployment.Spec.Template.Spec.Containers[0].Args
+	args := expandedArgs(t, deployment.Spec.Template.Spec)
 	require.Contains(t, args, "--apply-out-of-service")
 	cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), args)
 	require.NoError(t, err)
@@ -373,7 +409,7 @@ func TestTheFencingComponentsGrantTheirReadsAndTheFlagsTogether(t *testing.T) {
 			data, err := r.AsYAML()
 			require.NoError(t, err)
 			require.NoError(t, yaml.Unmarshal(data, &d))
-			cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), d.Spec.Template.Spec.Containers[0].Args)
+			cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), expandedArgs(t, d.Spec.Template.Spec))
 			require.NoError(t, err)
 			fencers, err := fencers(cfg, fakeReader{}, nil)
 			require.NoError(t, err)
@@ -418,7 +454,7 @@ components:
 			require.Empty(t, cmp.Diff(tt.rules, role.Rules))
 			require.Equal(t, role.Name, binding.RoleRef.Name)
 			require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ops-podhealth-controller", Namespace: "platform-ops"}}, binding.Subjects)
-			cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), deployment.Spec.Template.Spec.Containers[0].Args)
+			cfg, err := parseFlags(flag.NewFlagSet("podhealth-controller", flag.ContinueOnError), expandedArgs(t, deployment.Spec.Template.Spec))
 			require.NoError(t, err)
 			tt.check(t, cfg)
 			fencers, err := fencers(cfg, fakeReader{}, nil)
