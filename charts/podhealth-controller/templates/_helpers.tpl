@@ -1,6 +1,35 @@
+{{/* The name in app.kubernetes.io/name and the selectors: nameOverride,
+else the chart's. */}}
+{{- define "podhealth-controller.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The name of every object, and the prefix of the names of the rest:
+fullnameOverride; else the release's name when it holds the name, else
+RELEASE-NAME. Cut to 55 characters, so that the metrics Service's name
+(FULLNAME-metrics) stays a DNS label. */}}
+{{- define "podhealth-controller.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 55 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "podhealth-controller.name" . }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 55 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 55 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The ServiceAccount the controller runs as: serviceAccount.name, else
+the full name. */}}
+{{- define "podhealth-controller.serviceAccountName" -}}
+{{- default (include "podhealth-controller.fullname" .) .Values.serviceAccount.name }}
+{{- end }}
+
 {{/* The recommended labels every object carries. */}}
 {{- define "podhealth-controller.labels" -}}
-app.kubernetes.io/name: podhealth-controller
+app.kubernetes.io/name: {{ include "podhealth-controller.name" . }}
 app.kubernetes.io/component: controller
 app.kubernetes.io/part-of: podhealth
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -22,5 +51,33 @@ floats, which would print 1e+06. */}}
 {{- define "podhealth-controller.flag" -}}
 {{- if not (kindIs "invalid" .value) }}
 - {{ printf "--%s=%v" .name (ternary (int64 .value) .value (hasKey . "int")) | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The seconds in a Go duration such as 1m30s or 500ms (the schema has
+checked its form), as a float. */}}
+{{- define "podhealth-controller.seconds" -}}
+{{- $units := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "ns" 0.000000001 }}
+{{- $total := 0.0 }}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ms|us|ns|h|m|s)" . -1 }}
+{{- $unit := regexFind "(ms|us|ns|h|m|s)$" . }}
+{{- $total = addf $total (mulf (float64 (trimSuffix $unit .)) (get $units $unit)) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/* Fails on leader-election timings the controller refuses, as
+client-go's leader election does: the lease must outlast the renew
+deadline, and the renew deadline 1.2 retry periods. */}}
+{{- define "podhealth-controller.checkLeaderElection" -}}
+{{- $le := .Values.leaderElection }}
+{{- $lease := include "podhealth-controller.seconds" ($le.leaseDuration | default "15s") | float64 }}
+{{- $renew := include "podhealth-controller.seconds" ($le.renewDeadline | default "10s") | float64 }}
+{{- $retry := include "podhealth-controller.seconds" ($le.retryPeriod | default "2s") | float64 }}
+{{- if le $lease $renew }}
+{{- fail (printf "leaderElection: leaseDuration (%s) must be longer than renewDeadline (%s)" ($le.leaseDuration | default "15s, the default") ($le.renewDeadline | default "10s, the default")) }}
+{{- end }}
+{{- if le $renew (mulf $retry 1.2) }}
+{{- fail (printf "leaderElection: renewDeadline (%s) must be longer than 1.2 times retryPeriod (%s)" ($le.renewDeadline | default "10s, the default") ($le.retryPeriod | default "2s, the default")) }}
 {{- end }}
 {{- end }}

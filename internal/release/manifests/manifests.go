@@ -25,15 +25,20 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// ReleaseName is the name the chart is rendered under: the chart names its
-// objects itself, so it only shows in Helm's own bookkeeping.
+// ReleaseName is the name Chart renders the chart under: the chart's own
+// name, so that its objects are named as the kustomize base names them.
 const ReleaseName = "podhealth-controller"
 
-// Chart renders the chart in dir into namespace, with values over its
-// defaults (nil for none), as `helm template` does: Helm validates the
-// values against the chart's schema, renders the templates and sorts the
-// objects in Helm's install order.
+// Chart renders the chart in dir as release ReleaseName into namespace,
+// with values over its defaults (nil for none), as `helm template` does:
+// Helm validates the values against the chart's schema, renders the
+// templates and sorts the objects in Helm's install order.
 func Chart(dir, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	return ChartAs(dir, ReleaseName, namespace, values)
+}
+
+// ChartAs is Chart for the release named release.
+func ChartAs(dir, release, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
 	chrt, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart %s: %w", dir, err)
@@ -42,7 +47,7 @@ func Chart(dir, namespace string, values map[string]any) ([]*unstructured.Unstru
 		values = map[string]any{}
 	}
 	rendered, err := chartutil.ToRenderValues(chrt, values, chartutil.ReleaseOptions{
-		Name: ReleaseName, Namespace: namespace, Revision: 1, IsInstall: true,
+		Name: release, Namespace: namespace, Revision: 1, IsInstall: true,
 	}, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, fmt.Errorf("the chart's values: %w", err)

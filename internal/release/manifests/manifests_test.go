@@ -100,6 +100,7 @@ func fullValues() map[string]any {
 		"shutdownTaints":    []any{cloudShutdown, map[string]any{"key": "fencing.example.com/off", "after": "1m"}},
 		"outOfService":      map[string]any{"enabled": true},
 		"extraArgs":         []any{"--workers=8"},
+		"leaderElection":    map[string]any{"leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s"},
 	}
 }
 
@@ -122,7 +123,8 @@ func TestChartPassesEveryValueAsItsFlag(t *testing.T) {
 	require.Equal(t, "registry.example/podhealth-controller@sha256:"+strings.Repeat("ab", 32), c["image"], "the digest pins the image")
 	require.Equal(t, "Always", c["imagePullPolicy"])
 	require.Equal(t, []any{
-		"--leader-elect=true", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
+		"--leader-elect=true", "--leader-election-id=$(SERVICE_ACCOUNT_NAME)", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
+		"--leader-election-lease-duration=30s", "--leader-election-renew-deadline=20s", "--leader-election-retry-period=4s",
 		"--namespace-selector=team in (shop, web)", "--dry-run", "--max-force-deletes=0", "--force-delete-window=2m",
 		"--breaker-unhealthy-share=0.5", "--breaker-min-unhealthy=5", "--breaker-recheck-interval=30s",
 		"--memory-capacity=1000000", "--metrics-secure=false",
@@ -409,6 +411,13 @@ func TestChartRefusesValuesTheControllerWouldRefuseOrIgnore(t *testing.T) {
 		"a shutdown taint's key named twice":      {"shutdownTaints": []any{cloudShutdown, cloudShutdown}},
 		"a taint name over 63 characters":         {"shutdownTaints": []any{map[string]any{"key": "example.com/" + strings.Repeat("n", 64), "after": "2s"}}},
 		"a shutdown taint's wait beyond range":    {"shutdownTaints": []any{map[string]any{"key": "example.com/off", "after": "9999999999h"}}},
+		"a name override that is no DNS label":    {"nameOverride": "Podhealth"},
+		"a full name too long for the Service":    {"fullnameOverride": strings.Repeat("p", 56)},
+		"no account created and none named":       {"serviceAccount": map[string]any{"create": false}},
+		"a misspelt account value":                {"serviceAccount": map[string]any{"annotation": map[string]any{}}},
+		"a lease no longer than its renewal":      {"leaderElection": map[string]any{"leaseDuration": "10s"}},
+		"a renewal of two retries":                {"leaderElection": map[string]any{"renewDeadline": "1m", "leaseDuration": "2m", "retryPeriod": "50s"}},
+		"a retry period of zero":                  {"leaderElection": map[string]any{"retryPeriod": "0s"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := manifests.Chart(chartDir, namespace, values)
@@ -440,5 +449,129 @@ func TestInstallPinsTheImageByDigestAfterTheNamespace(t *testing.T) {
 	for _, unpinned := range []string{"ghcr.io/podhealth/podhealth-controller:v0.2.0", "podhealth-controller", "ghcr.io/x@sha256:short"} {
 		_, err := manifests.Install(configDir, unpinned)
 		require.True(t, errors.Is(err, manifests.ErrImageNotPinned), "%s: %v", unpinned, err)
+	}
+}
+
+// everyValueOn renders the chart with every optional part on that the
+// cluster-wide mode allows, so that a naming test sees every object.
+func everyValueOn() map[string]any {
+	return map[string]any{
+		"metrics":      map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}, "dashboard": map[string]any{"enabled": true}},
+		"outOfService": map[string]any{"enabled": true}, "shutdownTaints": []any{cloudShutdown},
+		"fencing":            map[string]any{"lease": true, "networkFence": map[string]any{"drivers": []any{"rbd.csi.ceph.com"}}},
+		"priorityClassQuota": map[string]any{"enabled": true},
+	}
+}
+
+// TestTwoReleasesInOneClusterShareNoName: two releases of the chart, in
+// two namespaces, with every part on, render no two objects of one kind,
+// namespace and name (the ClusterRoles, their bindings and the Roles in
+// kube-node-lease were the base's names for every release), each binding
+// names its own release's ServiceAccount and a role that release renders,
+// and each Deployment runs as that account, whose name is its Lease's.
+// The namespaced mode's objects too.
+func TestTwoReleasesInOneClusterShareNoName(t *testing.T) {
+	for _, mode := range []map[string]any{everyValueOn(), {"watchNamespaces": []any{"shop"}}} {
+		seen := map[string]string{}
+		for _, release := range []struct{ name, namespace, fullname string }{
+			{"podhealth-controller", "podhealth-system", "podhealth-controller"},
+			{"acme", "acme-system", "acme-podhealth-controller"},
+			{"podhealth-controller-canary", "canary", "podhealth-controller-canary"},
+		} {
+			objs, err := manifests.ChartAs(chartDir, release.name, release.namespace, mode)
+			require.NoError(t, err)
+			roles := map[string]bool{}
+			for _, o := range objs {
+				key := o.GetKind() + " " + o.GetNamespace() + "/" + o.GetName()
+				require.Empty(t, seen[key], "%s rendered by releases %s and %s", key, seen[key], release.name)
+				seen[key] = release.name
+				require.True(t, strings.HasPrefix(o.GetName(), release.fullname), "%s is not named after the release %s", key, release.name)
+				if o.GetKind() == "Role" || o.GetKind() == "ClusterRole" {
+					roles[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = true
+				}
+			}
+			for _, o := range objs {
+				switch o.GetKind() {
+				case "RoleBinding", "ClusterRoleBinding":
+					require.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": release.fullname, "namespace": release.namespace}}, o.Object["subjects"], o.GetName())
+					ref, _, _ := unstructured.NestedStringMap(o.Object, "roleRef")
+					ns := o.GetNamespace()
+					if ref["kind"] == "ClusterRole" {
+						ns = ""
+					}
+					require.True(t, roles[ref["kind"]+" "+ns+"/"+ref["name"]], "%s %s binds %s %s, which the release does not render", o.GetKind(), o.GetName(), ref["kind"], ref["name"])
+				}
+			}
+			deployment := find(t, objs, "Deployment", release.namespace, release.fullname)
+			account, _, _ := unstructured.NestedString(deployment.Object, "spec", "template", "spec", "serviceAccountName")
+			require.Equal(t, release.fullname, account)
+			find(t, objs, "ServiceAccount", release.namespace, release.fullname)
+		}
+	}
+}
+
+// TestChartNamesFollowTheOverrides: fullnameOverride names every object,
+// nameOverride is the name label and every selector's (so that two
+// releases in one namespace select their own replicas, also in the default
+// spread), and an existing ServiceAccount is run as, and named by every
+// binding, without one rendered.
+func TestChartNamesFollowTheOverrides(t *testing.T) {
+	objs := chart(t, map[string]any{"fullnameOverride": "ph", "nameOverride": "ph-controller",
+		"serviceAccount": map[string]any{"create": false, "name": "platform-robot"}})
+	for _, o := range objs {
+		require.True(t, strings.HasPrefix(o.GetName(), "ph"), "%s %s", o.GetKind(), o.GetName())
+		require.NotEqual(t, "ServiceAccount", o.GetKind(), "serviceAccount.create: false")
+		require.Equal(t, "ph-controller", o.GetLabels()["app.kubernetes.io/name"], "%s %s", o.GetKind(), o.GetName())
+		if subjects, ok := o.Object["subjects"]; ok {
+			require.Equal(t, "platform-robot", subjects.([]any)[0].(map[string]any)["name"])
+		}
+	}
+	deployment := find(t, objs, "Deployment", namespace, "ph")
+	selector, _, _ := unstructured.NestedStringMap(deployment.Object, "spec", "selector", "matchLabels")
+	require.Equal(t, map[string]string{"app.kubernetes.io/name": "ph-controller"}, selector)
+	spread, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "topologySpreadConstraints")
+	require.Len(t, spread, 2, "hosts and zones")
+	for _, c := range spread {
+		matchLabels, _, _ := unstructured.NestedStringMap(c.(map[string]any), "labelSelector", "matchLabels")
+		require.Equal(t, selector, matchLabels)
+	}
+	pdb := find(t, objs, "PodDisruptionBudget", namespace, "ph")
+	pdbSelector, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
+	require.Equal(t, selector, pdbSelector)
+	service := find(t, objs, "Service", namespace, "ph-metrics")
+	serviceSelector, _, _ := unstructured.NestedStringMap(service.Object, "spec", "selector")
+	require.Equal(t, selector, serviceSelector)
+	account, _, _ := unstructured.NestedString(deployment.Object, "spec", "template", "spec", "serviceAccountName")
+	require.Equal(t, "platform-robot", account)
+
+	annotated := chart(t, map[string]any{"serviceAccount": map[string]any{"annotations": map[string]any{"iam.gke.io/gcp-service-account": "ph@example.iam.gserviceaccount.com"}}})
+	sa := find(t, annotated, "ServiceAccount", namespace, "podhealth-controller")
+	require.Equal(t, map[string]string{"iam.gke.io/gcp-service-account": "ph@example.iam.gserviceaccount.com"}, sa.GetAnnotations())
+}
+
+// TestChartRefusesLeaderElectionTimingsTheControllerRefusesByName: each
+// order of the three timings that client-go's leader election refuses
+// fails the render with a message that names the values, the defaults
+// included, and the border cases just inside render.
+func TestChartRefusesLeaderElectionTimingsTheControllerRefusesByName(t *testing.T) {
+	for _, tt := range []struct {
+		values map[string]any
+		want   string // "" renders
+	}{
+		{map[string]any{"leaseDuration": "10s"}, "leaseDuration (10s) must be longer than renewDeadline (10s, the default)"},
+		{map[string]any{"leaseDuration": "1m", "renewDeadline": "1m"}, "leaseDuration (1m) must be longer than renewDeadline (1m)"},
+		{map[string]any{"retryPeriod": "9s"}, "renewDeadline (10s, the default) must be longer than 1.2 times retryPeriod (9s)"},
+		{map[string]any{"renewDeadline": "2.4s", "retryPeriod": "2s"}, "renewDeadline (2.4s) must be longer than 1.2 times retryPeriod (2s)"},
+		{map[string]any{"leaseDuration": "1m30s", "renewDeadline": "90s"}, "leaseDuration (1m30s) must be longer than renewDeadline (90s)"},
+		{map[string]any{"leaseDuration": "10001ms"}, ""},
+		{map[string]any{"renewDeadline": "2401ms", "retryPeriod": "2s", "leaseDuration": "3s"}, ""},
+		{map[string]any{"leaseDuration": "1h", "renewDeadline": "30m", "retryPeriod": "1m"}, ""},
+	} {
+		_, err := manifests.Chart(chartDir, namespace, map[string]any{"leaderElection": tt.values})
+		if tt.want == "" {
+			require.NoError(t, err, tt.values)
+			continue
+		}
+		require.ErrorContains(t, err, tt.want, tt.values)
 	}
 }
