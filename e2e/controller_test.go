@@ -382,6 +382,29 @@ func TestControllerClearsDeadPodsOfUnmodifiedOperators(t *testing.T) {
 		t.Errorf("podhealth_held_back_total{reason=HeldForFencing} = %v, want the StatefulSet pod's holds", got)
 	}
 
+	// Failover: the leader dies without giving up its Lease (SIGKILL), and
+	// the standby takes it once the Lease expires (15 s, the default) at
+	// its next retry (every 2 s).
+	var standby controllerReplica
+	for _, r := range replicas {
+		if r != leader {
+			standby = r
+		}
+	}
+	killed := time.Now()
+	if err := leader.op.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollUntil(ctx, func() bool { return logLinesWith(standby.op, "Successfully acquired lease") > 0 }); err != nil {
+		t.Fatalf("the standby never took the Lease after the leader's SIGKILL: %v\n%s", err, standby.op.Log())
+	}
+	failover := time.Since(killed)
+	t.Logf("leader SIGKILLed -> the standby acquired the Lease: %v", failover.Round(100*time.Millisecond))
+	if failover > 2*time.Minute {
+		t.Errorf("the standby took the Lease %v after the leader's SIGKILL, want within 15 s + 2 s and at most 2 min on a busy machine", failover)
+	}
+
+	// After the failover: its replica would compete for the Lease.
 	checkSecureMetrics(ctx, t, cp, kubeconfig)
 
 	body := fmt.Sprintf("## podhealth-controller\n\n"+
@@ -393,9 +416,10 @@ func TestControllerClearsDeadPodsOfUnmodifiedOperators(t *testing.T) {
 		"| out-of-service taint -> StatefulSet pod gone, with podhealth-controller | %s |\n"+
 		"| out-of-service taint -> StatefulSet pod gone, PodGC alone (namespace without the label) | %s |\n"+
 		"| force DELETEs per dead pod | 1 (%d pods) |\n"+
-		"| writes in the namespace without the label | 0 |\n",
+		"| writes in the namespace without the label | 0 |\n"+
+		"| the leader SIGKILLed -> the standby acquired the Lease (defaults: lease 15 s, retry 2 s) | %s |\n",
 		time.Now().UTC().Format("2006-01-02"), p1Failures, figMs(median), figMs(max), figMs(togetherMedian), figMs(togetherMax), figMs(ownMedian), figMs(ownMax),
-		figMs(fenced[shop]), figSec(fenced[legacy]), len(perUID))
+		figMs(fenced[shop]), figSec(fenced[legacy]), len(perUID), figSec(failover))
 	t.Log("\n" + body)
 	if os.Getenv(figWriteEnv) == "1" && !t.Failed() {
 		if err := figWriteSection(figFiguresFile, controllerSection, body); err != nil {

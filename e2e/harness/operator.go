@@ -76,6 +76,12 @@ func (op *Operator) Stop() error {
 	return op.proc.stop(10 * time.Second)
 }
 
+// Kill sends SIGKILL, as a node that dies takes its processes, and
+// waits for the process to be gone: it gives up nothing it holds.
+func (op *Operator) Kill() error {
+	return op.proc.kill()
+}
+
 // Pid returns the operator's process ID, or 0 if it is not running.
 func (op *Operator) Pid() int {
 	op.proc.mu.Lock()
