@@ -54,14 +54,16 @@ floats, which would print 1e+06. */}}
 {{- end }}
 {{- end }}
 
-{{/* The seconds in a Go duration such as 1m30s or 500ms (the schema has
-checked its form), as a float. */}}
-{{- define "podhealth-controller.seconds" -}}
-{{- $units := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "ns" 0.000000001 }}
+{{/* The nanoseconds in a Go duration such as 1m30s or 500ms (the schema
+has checked its form), as a float that holds them exactly (up to 2^53 ns,
+104 days), each part cut to whole nanoseconds as Go's ParseDuration cuts
+it. */}}
+{{- define "podhealth-controller.nanoseconds" -}}
+{{- $units := dict "h" 3600000000000.0 "m" 60000000000.0 "s" 1000000000.0 "ms" 1000000.0 "us" 1000.0 "ns" 1.0 }}
 {{- $total := 0.0 }}
 {{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ms|us|ns|h|m|s)" . -1 }}
 {{- $unit := regexFind "(ms|us|ns|h|m|s)$" . }}
-{{- $total = addf $total (mulf (float64 (trimSuffix $unit .)) (get $units $unit)) }}
+{{- $total = addf $total (floor (mulf (float64 (trimSuffix $unit .)) (get $units $unit))) }}
 {{- end }}
 {{- $total }}
 {{- end }}
@@ -71,13 +73,13 @@ client-go's leader election does: the lease must outlast the renew
 deadline, and the renew deadline 1.2 retry periods. */}}
 {{- define "podhealth-controller.checkLeaderElection" -}}
 {{- $le := .Values.leaderElection }}
-{{- $lease := include "podhealth-controller.seconds" ($le.leaseDuration | default "15s") | float64 }}
-{{- $renew := include "podhealth-controller.seconds" ($le.renewDeadline | default "10s") | float64 }}
-{{- $retry := include "podhealth-controller.seconds" ($le.retryPeriod | default "2s") | float64 }}
+{{- $lease := include "podhealth-controller.nanoseconds" ($le.leaseDuration | default "15s") | float64 }}
+{{- $renew := include "podhealth-controller.nanoseconds" ($le.renewDeadline | default "10s") | float64 }}
+{{- $retry := include "podhealth-controller.nanoseconds" ($le.retryPeriod | default "2s") | float64 }}
 {{- if le $lease $renew }}
 {{- fail (printf "leaderElection: leaseDuration (%s) must be longer than renewDeadline (%s)" ($le.leaseDuration | default "15s, the default") ($le.renewDeadline | default "10s, the default")) }}
 {{- end }}
-{{- if le $renew (mulf $retry 1.2) }}
+{{- if le $renew (floor (mulf $retry 1.2)) }}
 {{- fail (printf "leaderElection: renewDeadline (%s) must be longer than 1.2 times retryPeriod (%s)" ($le.renewDeadline | default "10s, the default") ($le.retryPeriod | default "2s, the default")) }}
 {{- end }}
 {{- end }}

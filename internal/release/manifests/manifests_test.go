@@ -563,6 +563,10 @@ func TestChartRefusesLeaderElectionTimingsTheControllerRefusesByName(t *testing.
 		{map[string]any{"retryPeriod": "9s"}, "renewDeadline (10s, the default) must be longer than 1.2 times retryPeriod (9s)"},
 		{map[string]any{"renewDeadline": "2.4s", "retryPeriod": "2s"}, "renewDeadline (2.4s) must be longer than 1.2 times retryPeriod (2s)"},
 		{map[string]any{"leaseDuration": "1m30s", "renewDeadline": "90s"}, "leaseDuration (1m30s) must be longer than renewDeadline (90s)"},
+		// 2400 ms is 1.2 retry periods of 2 s exactly, as client-go
+		// computes it (in floats, 2400 × 0.001 s is a little more).
+		{map[string]any{"renewDeadline": "2400ms", "retryPeriod": "2s", "leaseDuration": "3s"}, "renewDeadline (2400ms) must be longer than 1.2 times retryPeriod (2s)"},
+		{map[string]any{"renewDeadline": "2400000001ns", "retryPeriod": "2s", "leaseDuration": "3s"}, ""},
 		{map[string]any{"leaseDuration": "10001ms"}, ""},
 		{map[string]any{"renewDeadline": "2401ms", "retryPeriod": "2s", "leaseDuration": "3s"}, ""},
 		{map[string]any{"leaseDuration": "1h", "renewDeadline": "30m", "retryPeriod": "1m"}, ""},
