@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,17 +277,22 @@ func startControllerReplica(t *testing.T, cp *harness.ControlPlane, name, kubeco
 		ports[i] = l.Addr().(*net.TCPAddr).Port
 		l.Close()
 	}
-	args := append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--leader-elect=true",
-		"--leader-election-namespace=" + controllerNamespace,
-		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+	// With --leader-elect=false among extra, the controller refuses the
+	// leader-election flags, which would do nothing.
+	leaderElection := []string{"--leader-elect=true", "--leader-election-namespace=" + controllerNamespace}
+	if slices.Contains(extra, "--leader-elect=false") {
+		leaderElection = nil
+	}
+	args := append([]string{"--kubeconfig=" + kubeconfig}, leaderElection...)
+	args = append(args,
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
 		// The tests read the metrics in plain HTTP; the secure endpoint,
 		// the default, is checkSecureMetrics'.
 		"--metrics-secure=false",
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
-		"--pprof-bind-address=127.0.0.1:" + strconv.Itoa(ports[2]),
-	}, extra...)
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--pprof-bind-address=127.0.0.1:"+strconv.Itoa(ports[2]),
+	)
+	args = append(args, extra...)
 	op := cp.StartController(t, bins, name, args...)
 	return controllerReplica{op: op, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), probeURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 		pprofURL: fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", ports[2])}
