@@ -313,6 +313,144 @@ func httpGet(ctx context.Context, url string) (string, bool) {
 	return string(body), resp.StatusCode == http.StatusOK
 }
 
+// httpGetAny reads url whatever its status; "" when nothing answers.
+func httpGetAny(ctx context.Context, url string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
+// prometheusOperatorCRDs creates the ServiceMonitor and PrometheusRule
+// kinds, so that the API server stores and validates objects of them; their
+// schema is left open (the operator's own CRDs would check the fields, which
+// internal/release/monitoring decodes strictly instead).
+func prometheusOperatorCRDs(ctx context.Context, t *testing.T, cp *harness.ControlPlane) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		plural := strings.ToLower(kind) + "s"
+		crd := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+			"metadata": map[string]any{"name": plural + ".monitoring.coreos.com"},
+			"spec": map[string]any{
+				"group": "monitoring.coreos.com", "scope": "Namespaced",
+				"names": map[string]any{"kind": kind, "plural": plural, "singular": strings.ToLower(kind), "listKind": kind + "List"},
+				"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+					"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+			},
+		}}
+		if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("the %s CRD: %v", kind, err)
+		}
+	}
+	if err := pollUntil(ctx, func() bool {
+		for _, kind := range []string{"servicemonitors", "prometheusrules"} {
+			crd, err := crds.Get(ctx, kind+".monitoring.coreos.com", metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			established := false
+			for _, c := range conditions {
+				c := c.(map[string]any)
+				established = established || c["type"] == "Established" && c["status"] == "True"
+			}
+			if !established {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		t.Fatalf("the Prometheus Operator CRDs are not established: %v", err)
+	}
+}
+
+// installProductionChart installs the chart with
+// charts/podhealth-controller/ci/production-values.yaml (a private registry
+// and its pull secret, tolerations and a node selector, zone spread,
+// monitoring labels) into namespace, for real (the Deployment as a dry run:
+// no kubelet runs its image), and once more as a server-side dry run with
+// a parent chart's global values, which must render the same objects. The
+// API server must admit every object, keep the values that reach the pods,
+// and fill the ServiceMonitor's token Secret.
+func installProductionChart(ctx context.Context, t *testing.T, cp *harness.ControlPlane, namespace string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir, "ci", "production-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	prometheusOperatorCRDs(ctx, t, cp)
+	objs, err := manifests.ChartAs(chartDir, "platform-podhealth", namespace, values)
+	if err != nil {
+		t.Fatalf("the chart with the production values: %v", err)
+	}
+	applyObjects(ctx, t, cp, objs, false)
+
+	withGlobal := map[string]any{"global": map[string]any{"imageRegistry": "mirror.example", "imagePullSecrets": []any{"parent-secret"}, "storageClass": "fast"}}
+	for k, v := range values {
+		withGlobal[k] = v
+	}
+	objsWithGlobal, err := manifests.ChartAs(chartDir, "platform-podhealth", namespace, withGlobal)
+	if err != nil {
+		t.Fatalf("the chart with the production values and a parent's global values: %v", err)
+	}
+	if len(objsWithGlobal) != len(objs) {
+		t.Fatalf("a parent's global values changed the objects: %d, then %d", len(objs), len(objsWithGlobal))
+	}
+	for i := range objs {
+		if !reflect.DeepEqual(objs[i].Object, objsWithGlobal[i].Object) {
+			t.Errorf("a parent's global values changed %s %s", objs[i].GetKind(), objs[i].GetName())
+		}
+	}
+	applyObjects(ctx, t, cp, objsWithGlobal, true)
+
+	c := cp.Client()
+	sm, err := dynamicGet(ctx, cp, schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}, namespace, "podhealth")
+	if err != nil {
+		t.Fatalf("the ServiceMonitor: %v", err)
+	}
+	if sm.GetLabels()["release"] != "kube-prometheus-stack" {
+		t.Errorf("the ServiceMonitor's labels: %v", sm.GetLabels())
+	}
+	if err := pollUntil(ctx, func() bool {
+		s, err := c.CoreV1().Secrets(namespace).Get(ctx, "podhealth-metrics-scraper-token", metav1.GetOptions{})
+		return err == nil && len(s.Data[corev1.ServiceAccountTokenKey]) > 0
+	}); err != nil {
+		t.Errorf("the token controller did not fill the ServiceMonitor's Secret in %s: %v", namespace, err)
+	}
+	if _, err := c.CoreV1().ResourceQuotas(namespace).Get(ctx, "podhealth-critical-pods", metav1.GetOptions{}); err != nil {
+		t.Errorf("the priority quota: %v", err)
+	}
+}
+
+// dynamicGet reads one object of resource.
+func dynamicGet(ctx context.Context, cp *harness.ControlPlane, resource schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return nil, err
+	}
+	return dyn.Resource(resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // metricValue sums the samples of family whose labels include want.
 func metricValue(t *testing.T, text, family string, want map[string]string) float64 {
 	t.Helper()

@@ -257,6 +257,7 @@ func TestControllerAtScale(t *testing.T) {
 	}
 
 	nsRSS, nsHeap := scaleNamespacedMode(ctx, t, cp, "shop-000")
+	unreadableNamespaceIsAReasonAndNoHold(ctx, t, cp, metav1.NamespaceSystem)
 
 	// One node fails.
 	failed := nodes[0]
@@ -527,6 +528,48 @@ func scaleNamespacedMode(ctx context.Context, t *testing.T, cp *harness.ControlP
 	liveHeap = int64(metricValue(t, text, "go_gc_heap_live_bytes", nil))
 	t.Logf("the namespaced mode, %s only: RSS %d MiB, live heap %d MiB", namespace, rss>>20, liveHeap>>20)
 	return rss, liveHeap
+}
+
+// unreadableNamespaceIsAReasonAndNoHold runs the namespaced mode's
+// replica of scaleNamespacedMode (its RoleBinding in one namespace only)
+// told to watch namespace, whose pods it may not list: its pod cache never
+// syncs. It must say so, with the API server's refusal, at /readyz/caches;
+// log the refusal that client-go retries every few seconds once, without
+// a stack trace; and end within the harness' 10 s of SIGTERM, with status
+// 0 (controller-runtime's manager alone does not return from Start while
+// a cache has not synced).
+func unreadableNamespaceIsAReasonAndNoHold(ctx context.Context, t *testing.T, cp *harness.ControlPlane, namespace string) {
+	t.Helper()
+	replica := startControllerReplica(t, cp, "namespaced-unreadable", accountKubeconfig(ctx, t, cp, "ns-"+controllerAccount),
+		"--watch-namespaces="+namespace, "--leader-elect=false", "--dry-run")
+	reasonCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var reason string
+	if err := pollUntil(reasonCtx, func() bool {
+		reason = httpGetAny(reasonCtx, replica.probeURL+"/readyz/caches")
+		return strings.Contains(reason, "forbidden")
+	}); err != nil {
+		t.Fatalf("/readyz/caches of a controller that may not list the pods of %s does not say why it is not ready: %q\n%s", namespace, reason, replica.op.Log())
+	}
+	if !strings.Contains(reason, `in the namespace "`+namespace+`"`) {
+		t.Errorf("the readiness reason does not name the namespace %s: %q", namespace, reason)
+	}
+	t.Logf("an unreadable namespace's readiness reason: %s", strings.TrimSpace(reason))
+	// client-go retries the list with a backoff of about a second at
+	// first: 15 s bring several refusals.
+	time.Sleep(15 * time.Second)
+	refusals := replica.op.LogLines("Failed to watch")
+	if len(refusals) != 1 {
+		t.Errorf("the repeated refusal was logged %d times in 15 s, want once:\n%s", len(refusals), strings.Join(refusals, "\n"))
+	}
+	if lines := replica.op.LogLines("stacktrace"); len(lines) > 0 {
+		t.Errorf("log lines with stack traces:\n%s", strings.Join(lines, "\n"))
+	}
+	stopped := time.Now()
+	if err := replica.op.Stop(); err != nil {
+		t.Errorf("a controller whose cache never synced did not end cleanly within 10 s of SIGTERM: %v\n%s", err, replica.op.Log())
+	}
+	t.Logf("an unsynced controller ended %s after SIGTERM", time.Since(stopped).Round(time.Millisecond))
 }
 
 func scaleReadyNodes(ctx context.Context, c kubernetes.Interface) int {

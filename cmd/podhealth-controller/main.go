@@ -27,11 +27,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -413,8 +413,7 @@ func main() {
 	// The command line's own flag set: controller-runtime registers
 	// --kubeconfig on it.
 	fs := flag.CommandLine
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	logOpts := bindLogFlags(fs)
 	cfg, err := parseFlags(fs, os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -427,9 +426,15 @@ func main() {
 		fmt.Println(version.String("podhealth-controller"))
 		return
 	}
-	// Structured JSON logs, as a cluster's log pipeline expects.
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.JSONEncoder()))
-	if err := run(cfg); err != nil {
+	// Structured JSON logs by default, as a cluster's log pipeline expects;
+	// every line of the process through them.
+	routeLogs(newLogger(logOpts, os.Stderr, time.Now), ctrl.SetLogger)
+	err = run(cfg)
+	if errors.Is(err, errStoppedUnsynced) {
+		ctrl.Log.Info(err.Error())
+		return
+	}
+	if err != nil {
 		ctrl.Log.Error(err, "exiting")
 		os.Exit(1)
 	}
@@ -455,6 +460,7 @@ func run(cfg Config) error {
 			pods.Namespaces[ns] = cache.Config{}
 		}
 	}
+	watchErrs := &watchErrors{now: time.Now}
 	restConfig := ctrl.GetConfigOrDie()
 	restConfig.QPS, restConfig.Burst = float32(cfg.KubeAPIQPS), cfg.KubeAPIBurst
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
@@ -470,7 +476,9 @@ func run(cfg Config) error {
 		Metrics:                       metricsOptions(cfg),
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		PprofBindAddress:              cfg.PprofAddr,
+		GracefulShutdownTimeout:       ptr.To(gracefulShutdown),
 		Cache: cache.Options{
+			DefaultWatchErrorHandler: watchErrs.handler,
 			// Pods (cluster-wide, or the namespaced mode's) and nodes:
 			// keep only what the rules read.
 			ByObject: map[client.Object]cache.ByObject{
@@ -559,10 +567,14 @@ func run(cfg Config) error {
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("caches not synced")
+			return watchErrs.notSynced()
 		}
 		return nil
 	}); err != nil {
+		return err
+	}
+	synced := &cachesStarted{}
+	if err := mgr.Add(synced); err != nil {
 		return err
 	}
 	scope := []any{"namespaceSelector", cfg.Namespaces}
@@ -574,5 +586,5 @@ func run(cfg Config) error {
 		"leaderElectionID", cfg.LeaderElection.ID, "leaseDuration", cfg.LeaderElection.LeaseDuration.String(),
 		"shutdownTaints", fmt.Sprint(cfg.ShutdownTaints), "applyOutOfService", cfg.ApplyOutOfService,
 		"fenceLease", cfg.FenceLease, "networkFenceDrivers", cfg.NetworkFenceDrivers, "networkFenceClasses", cfg.NetworkFenceClasses)...)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return runUntilStopped(ctrl.SetupSignalHandler(), mgr.Start, synced.Synced, stopBound)
 }
