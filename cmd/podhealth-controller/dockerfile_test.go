@@ -25,6 +25,7 @@ type dockerStage struct {
 	runs       []string          // RUN commands, continuation lines joined
 	copies     map[string]string // destination -> flags and source
 	user       string
+	args       []string // ARG names
 	entrypoint []string
 }
 
@@ -64,6 +65,9 @@ func readDockerfile(t *testing.T) dockerfile {
 			stage.copies[fields[len(fields)-1]] = strings.Join(fields[:len(fields)-1], " ")
 		case "USER":
 			stage.user = args
+		case "ARG":
+			name, _, _ := strings.Cut(args, "=")
+			stage.args = append(stage.args, name)
 		case "ENTRYPOINT":
 			require.NoError(t, json.Unmarshal([]byte(args), &stage.entrypoint), "ENTRYPOINT in exec form")
 		}
@@ -114,6 +118,10 @@ func TestDockerfileBuildsAStaticBinaryThatRunsAsTheDeploymentsUser(t *testing.T)
 	require.NoError(t, os.Chmod(out, 0o755))
 	cmd := exec.Command("sh", "-c", strings.ReplaceAll(build.runs[0], filepath.Dir(built), out))
 	cmd.Dir = filepath.Join("..", "..")
+	// docker build --build-arg VERSION=v9.8.7: the ARG is in the RUN's
+	// environment.
+	require.Contains(t, build.args, "VERSION")
+	cmd.Env = append(os.Environ(), "VERSION=v9.8.7")
 	output, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", output)
 	path := filepath.Join(out, filepath.Base(built))
@@ -133,4 +141,9 @@ func TestDockerfileBuildsAStaticBinaryThatRunsAsTheDeploymentsUser(t *testing.T)
 	usage, err := run.CombinedOutput()
 	require.NoError(t, err, "%s", usage)
 	require.Contains(t, string(usage), "-namespace-selector")
+
+	// With no VCS stamp, --version names the VERSION build argument.
+	versionOut, err := exec.Command(path, "--version").CombinedOutput()
+	require.NoError(t, err, "%s", versionOut)
+	require.True(t, strings.HasPrefix(string(versionOut), "podhealth-controller v9.8.7 ("), "%s", versionOut)
 }

@@ -10,6 +10,15 @@ import (
 	"strings"
 )
 
+// Release is the release a build names when the go command recorded no
+// version of the main module ("(devel)": a build with -buildvcs=false, as
+// in a container image's build stage). The build sets it at link time:
+//
+//	go build -ldflags "-X github.com/podhealth/podhealth/internal/version.Release=v0.2.0"
+//
+// The Dockerfile passes its VERSION build argument so.
+var Release string
+
 // String is "NAME VERSION" for the running binary, followed by the commit
 // and "dirty" when the build recorded them, and the Go version.
 func String(name string) string {
@@ -23,8 +32,11 @@ func String(name string) string {
 // Of is String for the given build information.
 func Of(name string, info *debug.BuildInfo) string {
 	version := info.Main.Version
-	if version == "" {
+	if version == "" || version == "(devel)" {
 		version = "(devel)"
+		if Release != "" {
+			version = Release
+		}
 	}
 	var extra []string
 	settings := map[string]string{}
