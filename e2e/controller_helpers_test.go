@@ -52,12 +52,25 @@ const (
 	controllerAccount   = "podhealth-controller"
 )
 
-// controllerManifests reads the objects an admin applies, in order: the
-// namespace (config/namespace), then the base's resources in the
-// kustomization's order.
+// controllerManifests renders the quick start (cmd/podhealth-controller/quickstart: the
+// namespace and the base) as kubectl apply -k does, with kustomize, in its
+// order: applied so on a fresh control plane, it is the one-command
+// install that the README gives.
 func controllerManifests(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	return append(kustomizationObjects(t, filepath.Join(controllerConfigDir, "namespace")), kustomizationObjects(t, controllerConfigDir)...)
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(controllerConfigDir, "..", "quickstart"))
+	if err != nil {
+		t.Fatalf("kustomize build of the quick start: %v", err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range resources.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	return objs
 }
 
 // kustomizationObjects reads the objects of the resources of the

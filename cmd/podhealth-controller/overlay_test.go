@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -306,6 +307,104 @@ func TestTheNamespaceComesApartFromTheBase(t *testing.T) {
 			require.Equal(t, objs.Resources()[0].GetName(), ns, "%s %s", r.GetKind(), r.GetName())
 		}
 	}
+}
+
+// TestTheQuickStartIsOneCommandThatCreatesTheNamespaceFirst: kubectl apply
+// -k applies objects in kustomize's order, so the quick start's Namespace
+// must come first, and then exactly the base's objects, in it.
+func TestTheQuickStartIsOneCommandThatCreatesTheNamespaceFirst(t *testing.T) {
+	fs := filesys.MakeFsOnDisk()
+	quick, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "quickstart")
+	require.NoError(t, err)
+	resources := quick.Resources()
+	require.NotEmpty(t, resources)
+	require.Equal(t, "Namespace", resources[0].GetKind(), "the Namespace is applied first")
+	require.Equal(t, "podhealth-system", resources[0].GetName())
+	base := render(t, "resources:\n- ../base\n")
+	var want, got []string
+	for _, r := range base.Resources() {
+		want = append(want, r.CurId().String())
+	}
+	for _, r := range resources[1:] {
+		if ns := r.GetNamespace(); ns != "" {
+			require.Equal(t, resources[0].GetName(), ns, "%s lives in the quick start's namespace", r.CurId())
+		}
+		got = append(got, r.CurId().String())
+	}
+	require.ElementsMatch(t, want, got, "the quick start is the namespace and the base")
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	require.Contains(t, string(readme), "kubectl apply -k cmd/podhealth-controller/quickstart", "the README's quick start is this one command")
+}
+
+// TestTheDocumentedInstallNeedsOnlyKubectlAndLeavesTheCheckoutClean: the
+// install of docs/controller.md writes its overlay outside the checkout,
+// and kubectl's own kustomize builds it (no kustomize binary, no edit of a
+// tracked file) into the quick start with the image pinned by digest.
+func TestTheDocumentedInstallNeedsOnlyKubectlAndLeavesTheCheckoutClean(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "controller.md"))
+	require.NoError(t, err)
+	doc := string(data)
+	const open = "cat > ../podhealth-install/kustomization.yaml <<EOF\n"
+	start := strings.Index(doc, open)
+	require.NotEqual(t, -1, start, "docs/controller.md writes the install overlay with %q", open)
+	block, _, ok := strings.Cut(doc[start+len(open):], "\nEOF\n")
+	require.True(t, ok)
+	install, _, _ := strings.Cut(doc[strings.LastIndex(doc[:start], "```sh"):], "\n```\n")
+	for _, line := range strings.Split(install, "\n") {
+		require.False(t, strings.HasPrefix(strings.TrimSpace(line), "kustomize "), "the install needs a kustomize binary: %s", line)
+		require.NotContains(t, line, "-out \"$PWD", "the image layout is written into the checkout: %s", line)
+		require.NotContains(t, line, "edit set image", "the install edits a tracked file: %s", line)
+	}
+	require.Contains(t, install, "kubectl apply -k ../podhealth-install")
+
+	// The checkout and the overlay side by side, as the docs make them:
+	// the checkout is a link to this one, named as the shell would name
+	// it.
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	parent := t.TempDir()
+	require.NoError(t, os.Symlink(root, filepath.Join(parent, "checkout")))
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	kustomization := strings.NewReplacer(`$(basename "$PWD")`, "checkout", "REGISTRY", "registry.example", "sha256:...", digest).Replace(block)
+	dir := filepath.Join(parent, "podhealth-install")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644))
+	objs, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	require.NoError(t, err, "%s", kustomization)
+	resources := objs.Resources()
+	require.Equal(t, "Namespace", resources[0].GetKind())
+	var images []string
+	for _, r := range resources {
+		if r.GetKind() != "Deployment" {
+			continue
+		}
+		var d appsv1.Deployment
+		data, err := r.AsYAML()
+		require.NoError(t, err)
+		require.NoError(t, yaml.Unmarshal(data, &d))
+		for _, c := range d.Spec.Template.Spec.Containers {
+			images = append(images, c.Image)
+		}
+	}
+	require.Equal(t, []string{"registry.example/podhealth-controller@" + digest}, images)
+}
+
+// TestTheHelmInstallLabelsItsNamespaceAsConfigNamespaceDoes: helm install
+// --create-namespace sets no label, so the docs give the Pod Security label
+// of config/namespace, the one it sets, as the next command.
+func TestTheHelmInstallLabelsItsNamespaceAsConfigNamespaceDoes(t *testing.T) {
+	var ns corev1.Namespace
+	readManifest(t, filepath.Join("namespace", "namespace.yaml"), &ns)
+	level := ns.Labels["pod-security.kubernetes.io/enforce"]
+	require.Equal(t, "restricted", level)
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "controller.md"))
+	require.NoError(t, err)
+	doc := string(data)
+	create := strings.Index(doc, "--create-namespace \\\n")
+	require.NotEqual(t, -1, create, "docs/controller.md installs the chart with --create-namespace")
+	block, _, _ := strings.Cut(doc[create:], "```")
+	require.Contains(t, block, "kubectl label namespace "+ns.Name+" pod-security.kubernetes.io/enforce="+level)
 }
 
 // TestEveryObjectCarriesTheRecommendedLabelsAndTheControllerStaysUp: each

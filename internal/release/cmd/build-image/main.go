@@ -15,7 +15,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -40,15 +39,12 @@ func main() {
 func run() error {
 	src := flag.String("src", ".", "the repository's root: a clean git checkout")
 	version := flag.String("version", "dev", `the release the image is of: "dev" or vMAJOR.MINOR.PATCH`)
-	out := flag.String("out", "", "the directory to write the OCI image layout to (must not exist, or be empty)")
+	out := flag.String("out", "", "the directory to write the OCI image layout to (must not exist, or be empty), outside the checkout; empty means a new temporary directory")
 	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "the platforms, os/arch, comma-separated")
 	push := flag.String("push", "", "a reference (registry/repository:tag) to push the index to")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
-	}
-	if *out == "" {
-		return errors.New("-out is required")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -57,6 +53,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	layout, err := outDir(*out, root)
+	if err != nil {
+		return err
+	}
+	out = &layout
 	if status, err := git(ctx, root, "status", "--porcelain"); err != nil {
 		return err
 	} else if status != "" {
@@ -129,6 +130,23 @@ func run() error {
 	}
 	fmt.Println(digest)
 	return nil
+}
+
+// outDir is where the image layout goes: out, which must not lie inside
+// the checkout at root (the next build would find the checkout dirty and
+// refuse it), or a new temporary directory when out is empty.
+func outDir(out, root string) (string, error) {
+	if out == "" {
+		return os.MkdirTemp("", "podhealth-controller-oci-")
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	if rel, err := filepath.Rel(root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("-out %s is inside the checkout %s: the next build would find it dirty; write the layout elsewhere, or leave -out empty for a temporary directory", out, root)
+	}
+	return abs, nil
 }
 
 // build compiles the controller for one platform: static, with no paths
