@@ -89,23 +89,31 @@ func kustomizationObjects(t *testing.T, dir string) []*unstructured.Unstructured
 	}
 	var objs []*unstructured.Unstructured
 	for _, name := range k.Resources {
-		f, err := os.Open(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
+		objs = append(objs, fileObjects(t, filepath.Join(dir, name))...)
+	}
+	return objs
+}
+
+// fileObjects reads the objects of a YAML file of one or more documents.
+func fileObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var objs []*unstructured.Unstructured
+	decoder := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
 		}
-		decoder := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-		for {
-			var obj unstructured.Unstructured
-			if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if len(obj.Object) > 0 {
-				objs = append(objs, &obj)
-			}
+		if len(obj.Object) > 0 {
+			objs = append(objs, &obj)
 		}
-		f.Close()
 	}
 	return objs
 }

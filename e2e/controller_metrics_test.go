@@ -7,13 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -24,10 +24,12 @@ import (
 // /metrics over HTTPS behind the API server's authentication and
 // authorization (--metrics-secure, the default), and reads its metrics
 // as four clients would: without a token (401), with a token the API
-// server rejects (401), with the token of an
-// account that may not get /metrics (403), and with one bound to the
-// manifests' podhealth-controller-metrics-reader ClusterRole (200, the
-// podhealth metrics).
+// server rejects (401), with the token of an account that may not get
+// /metrics (403), and with the token that the monitoring component's
+// ServiceMonitor names: its Secret, filled by kube-controller-manager's
+// token controller, of the ServiceAccount it binds to the manifests'
+// podhealth-controller-metrics-reader ClusterRole (200, the podhealth
+// metrics).
 func checkSecureMetrics(ctx context.Context, t *testing.T, cp *harness.ControlPlane, kubeconfig string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -41,20 +43,10 @@ func checkSecureMetrics(ctx context.Context, t *testing.T, cp *harness.ControlPl
 	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
 
 	c := cp.Client()
-	token := func(account string, reader bool) string {
+	token := func(account string) string {
 		t.Helper()
 		if _, err := c.CoreV1().ServiceAccounts(controllerNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: account}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
-		}
-		if reader {
-			binding := &rbacv1.ClusterRoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: account},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "podhealth-controller-metrics-reader"},
-				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: controllerNamespace}},
-			}
-			if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
 		}
 		tr, err := c.CoreV1().ServiceAccounts(controllerNamespace).CreateToken(ctx, account,
 			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
@@ -81,7 +73,7 @@ func checkSecureMetrics(ctx context.Context, t *testing.T, cp *harness.ControlPl
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	scraper, stranger := token("metrics-scraper", true), token("stranger", false)
+	scraper, stranger := monitoringComponentToken(ctx, t, cp), token("stranger")
 	var code int
 	var body string
 	if err := pollUntil(ctx, func() bool { code, body = get(scraper); return code == http.StatusOK }); err != nil {
@@ -89,6 +81,11 @@ func checkSecureMetrics(ctx context.Context, t *testing.T, cp *harness.ControlPl
 	}
 	if !strings.Contains(body, "podhealth_memory_shed_total") {
 		t.Errorf("the secure endpoint serves no podhealth metrics:\n%s", body)
+	}
+	// PodhealthNoLeader reads controller-runtime's leader gauge, which a
+	// replica reports from its start, standby or not.
+	if !strings.Contains(body, `leader_election_master_status{name="`+controllerAccount+`"}`) {
+		t.Errorf("the secure endpoint serves no leader_election_master_status for the Lease %s:\n%s", controllerAccount, body)
 	}
 	if code, body := get(""); code != http.StatusUnauthorized {
 		t.Errorf("a scrape without a token: %d %s, want 401", code, body)
@@ -99,4 +96,36 @@ func checkSecureMetrics(ctx context.Context, t *testing.T, cp *harness.ControlPl
 	if code, body := get(stranger); code != http.StatusForbidden {
 		t.Errorf("a scrape by an account without podhealth-controller-metrics-reader: %d %s, want 403", code, body)
 	}
+}
+
+// monitoringComponentToken applies the monitoring component's scraper
+// (config/monitoring/metrics_scraper.yaml: a ServiceAccount, its token
+// Secret and its binding to podhealth-controller-metrics-reader) and
+// returns the token that kube-controller-manager writes into the Secret,
+// as Prometheus Operator reads it for the ServiceMonitor.
+func monitoringComponentToken(ctx context.Context, t *testing.T, cp *harness.ControlPlane) string {
+	t.Helper()
+	objs := fileObjects(t, filepath.Join(controllerConfigDir, "monitoring", "metrics_scraper.yaml"))
+	applyObjects(ctx, t, cp, objs, false)
+	var secretName string
+	for _, o := range objs {
+		if o.GetKind() == "Secret" {
+			secretName = o.GetName()
+		}
+	}
+	if secretName == "" {
+		t.Fatal("metrics_scraper.yaml holds no Secret")
+	}
+	var token string
+	if err := pollUntil(ctx, func() bool {
+		s, err := cp.Client().CoreV1().Secrets(controllerNamespace).Get(ctx, secretName, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		token = string(s.Data[corev1.ServiceAccountTokenKey])
+		return token != ""
+	}); err != nil {
+		t.Fatalf("the token controller did not fill %s/%s: %v", controllerNamespace, secretName, err)
+	}
+	return token
 }

@@ -56,6 +56,8 @@ func TestControllerClearsDeadPodsOfUnmodifiedOperators(t *testing.T) {
 	cp := harness.Start(t, bins, harness.Options{
 		AuditPodDeletes:            true,
 		ExtraControllerManagerArgs: []string{"--controllers=statefulset-controller,deployment-controller"},
+		// The monitoring component's token Secret, for checkSecureMetrics.
+		ServiceAccountTokens: true,
 	})
 	c := cp.Client()
 	var nodes []*harness.Node

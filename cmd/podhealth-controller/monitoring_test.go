@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podhealth/podhealth/cmd/podhealth-controller/internal/controller"
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/metrics"
 )
@@ -40,6 +41,10 @@ func registered(t *testing.T) map[string]bool {
 	for _, c := range fencingHolds(func() (int, time.Duration) { return 2, 90 * time.Second }) {
 		require.NoError(t, reg.Register(c))
 	}
+	// With --apply-out-of-service.
+	require.NoError(t, reg.Register(outOfServiceCollector{stats: func() controller.OutOfServiceStats {
+		return controller.OutOfServiceStats{Applied: 1, Tainted: 1, OldestAge: time.Minute}
+	}}))
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}

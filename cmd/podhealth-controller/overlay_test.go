@@ -169,6 +169,8 @@ components:
 	require.NoError(t, err)
 	found := map[string]bool{}
 	var serviceLabels, selector map[string]any
+	var credentials string
+	var scraper rbacv1.ClusterRoleBinding
 	for _, r := range objs.Resources() {
 		m, err := r.Map()
 		require.NoError(t, err)
@@ -182,6 +184,20 @@ components:
 		switch r.GetKind() {
 		case "ServiceMonitor":
 			selector = m["spec"].(map[string]any)["selector"].(map[string]any)["matchLabels"].(map[string]any)
+			endpoint := m["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+			credentials = endpoint["authorization"].(map[string]any)["credentials"].(map[string]any)["name"].(string)
+		case "Secret":
+			// The token Secret follows the prefix, and so does the account
+			// it is of, which kustomize follows through name_references.yaml.
+			require.Equal(t, "ops-podhealth-controller-metrics-scraper-token", r.GetName())
+			require.Equal(t, "platform-ops", r.GetNamespace())
+			require.Equal(t, "ops-podhealth-controller-metrics-scraper", r.GetAnnotations()[corev1.ServiceAccountNameKey])
+		case "ClusterRoleBinding":
+			if strings.HasSuffix(r.GetName(), "-metrics-scraper") {
+				data, err := r.AsYAML()
+				require.NoError(t, err)
+				require.NoError(t, yaml.Unmarshal(data, &scraper))
+			}
 		case "ConfigMap":
 			require.Equal(t, "1", r.GetLabels()["grafana_dashboard"])
 			require.Equal(t, string(dashboard), m["data"].(map[string]any)["dashboard.json"])
@@ -192,6 +208,9 @@ components:
 		"PrometheusRule ops-podhealth-controller":      true,
 		"ConfigMap ops-podhealth-controller-dashboard": true,
 	}, found)
+	require.Equal(t, "ops-podhealth-controller-metrics-scraper-token", credentials, "the ServiceMonitor names the prefixed Secret")
+	require.Equal(t, "ops-podhealth-controller-metrics-reader", scraper.RoleRef.Name)
+	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ops-podhealth-controller-metrics-scraper", Namespace: "platform-ops"}}, scraper.Subjects)
 	require.NotEmpty(t, selector)
 	for k, v := range selector {
 		require.Equal(t, v, serviceLabels[k], "the ServiceMonitor selects the metrics Service by %s", k)

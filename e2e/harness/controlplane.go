@@ -58,6 +58,11 @@ type Options struct {
 	// LogTailLines is how many lines of each process's output are logged
 	// when the test fails. Default: 60.
 	LogTailLines int
+	// ServiceAccountTokens runs kube-controller-manager's
+	// serviceaccount-token-controller, with the key the API server signs
+	// tokens with, so that it fills Secrets of type
+	// kubernetes.io/service-account-token as a cluster does.
+	ServiceAccountTokens bool
 	// AuditPodDeletes makes the API server write an audit log of every
 	// DELETE of a pod, with its DeleteOptions, for
 	// [ControlPlane.PodDeletes].
@@ -243,7 +248,7 @@ func (cp *ControlPlane) start(ctx context.Context, bins Binaries) error {
 			"--leader-elect=false",
 			"--secure-port=0",
 			"--use-service-account-credentials=false",
-		}, append(volumeControllerArgs(cp.opts.Volumes), cp.opts.ExtraControllerManagerArgs...)...),
+		}, append(append(volumeControllerArgs(cp.opts.Volumes), cp.tokenControllerArgs()...), cp.opts.ExtraControllerManagerArgs...)...),
 	}
 	if err := cp.controllerManager.start(); err != nil {
 		return err
@@ -252,6 +257,16 @@ func (cp *ControlPlane) start(ctx context.Context, bins Binaries) error {
 		return fmt.Errorf("kube-controller-manager did not start processing nodes: %w", err)
 	}
 	return nil
+}
+
+// tokenControllerArgs adds, with Options.ServiceAccountTokens, the token
+// controller and its signing key to kube-controller-manager's command
+// line (--controllers accumulates).
+func (cp *ControlPlane) tokenControllerArgs() []string {
+	if !cp.opts.ServiceAccountTokens {
+		return nil
+	}
+	return []string{"--controllers=serviceaccount-token-controller", "--service-account-private-key-file=" + filepath.Join(cp.dir, "service-account.key")}
 }
 
 // startAPIServer starts kube-apiserver and waits for /readyz.

@@ -192,6 +192,21 @@ func TestChartMonitoringIsTheComponents(t *testing.T) {
 		got := find(t, objs, kind, namespace, "podhealth-controller")
 		require.Empty(t, cmp.Diff(want["spec"], got.Object["spec"]), kind)
 	}
+	// The ServiceMonitor's credentials: the component's account, token
+	// Secret and binding, field for field but the labels (the chart's own).
+	scraper, err := os.ReadFile(filepath.Join(configDir, "monitoring", "metrics_scraper.yaml"))
+	require.NoError(t, err)
+	for _, doc := range strings.Split(string(scraper), "\n---\n") {
+		var want map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &want))
+		meta := want["metadata"].(map[string]any)
+		ns, _ := meta["namespace"].(string)
+		got := find(t, objs, want["kind"].(string), ns, meta["name"].(string))
+		delete(meta, "labels")
+		gotCopy := got.DeepCopy()
+		unstructured.RemoveNestedField(gotCopy.Object, "metadata", "labels")
+		require.Empty(t, cmp.Diff(want, gotCopy.Object), "%s %s", want["kind"], meta["name"])
+	}
 	dashboard, err := os.ReadFile(filepath.Join(configDir, "monitoring", "dashboard.json"))
 	require.NoError(t, err)
 	cm := find(t, objs, "ConfigMap", namespace, "podhealth-controller-dashboard")
@@ -360,6 +375,14 @@ func TestChartMonitoringPlugsIntoTheUsualStacks(t *testing.T) {
 	require.Equal(t, "30s", endpoints[0].(map[string]any)["interval"])
 	rule := find(t, objs, "PrometheusRule", "monitoring", "podhealth-controller")
 	require.Equal(t, "kube-prometheus-stack", rule.GetLabels()["release"])
+	// The operator reads the token Secret in the ServiceMonitor's
+	// namespace: it, and its account, are there.
+	secret := find(t, objs, "Secret", "monitoring", "podhealth-controller-metrics-scraper-token")
+	require.Equal(t, "podhealth-controller-metrics-scraper", secret.GetAnnotations()["kubernetes.io/service-account.name"])
+	find(t, objs, "ServiceAccount", "monitoring", "podhealth-controller-metrics-scraper")
+	binding := find(t, objs, "ClusterRoleBinding", "", "podhealth-controller-metrics-scraper")
+	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+	require.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "podhealth-controller-metrics-scraper", "namespace": "monitoring"}}, subjects)
 
 	same := chart(t, map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}})
 	sm = find(t, same, "ServiceMonitor", namespace, "podhealth-controller")
@@ -493,7 +516,12 @@ func TestTwoReleasesInOneClusterShareNoName(t *testing.T) {
 			for _, o := range objs {
 				switch o.GetKind() {
 				case "RoleBinding", "ClusterRoleBinding":
-					require.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": release.fullname, "namespace": release.namespace}}, o.Object["subjects"], o.GetName())
+					// The controller's account, or the ServiceMonitor's scraper.
+					account := release.fullname
+					if strings.HasSuffix(o.GetName(), "-metrics-scraper") {
+						account = release.fullname + "-metrics-scraper"
+					}
+					require.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": account, "namespace": release.namespace}}, o.Object["subjects"], o.GetName())
 					ref, _, _ := unstructured.NestedStringMap(o.Object, "roleRef")
 					ns := o.GetNamespace()
 					if ref["kind"] == "ClusterRole" {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -56,11 +59,17 @@ type (
 				MatchLabels map[string]string `json:"matchLabels"`
 			} `json:"selector"`
 			Endpoints []struct {
-				Port            string `json:"port"`
-				Path            string `json:"path"`
-				Scheme          string `json:"scheme"`
-				BearerTokenFile string `json:"bearerTokenFile"`
-				TLSConfig       struct {
+				Port          string `json:"port"`
+				Path          string `json:"path"`
+				Scheme        string `json:"scheme"`
+				Authorization struct {
+					Type        string `json:"type"`
+					Credentials struct {
+						Name string `json:"name"`
+						Key  string `json:"key"`
+					} `json:"credentials"`
+				} `json:"authorization"`
+				TLSConfig struct {
 					InsecureSkipVerify bool `json:"insecureSkipVerify"`
 				} `json:"tlsConfig"`
 			} `json:"endpoints"`
@@ -96,7 +105,7 @@ func ruleGroups(t *testing.T) []rulefmt.RuleGroup {
 	return groups.Groups
 }
 
-func TestServiceMonitorScrapesTheMetricsServiceOverHTTPSWithAToken(t *testing.T) {
+func TestServiceMonitorScrapesOverHTTPSWithTheTokenOfAnAccountBoundToTheMetricsReader(t *testing.T) {
 	var monitor serviceMonitor
 	readStrict(t, filepath.Join(dir, "service_monitor.yaml"), &monitor)
 	require.Equal(t, "monitoring.coreos.com/v1", monitor.APIVersion)
@@ -117,7 +126,42 @@ func TestServiceMonitorScrapesTheMetricsServiceOverHTTPSWithAToken(t *testing.T)
 	require.Contains(t, ports, endpoint.Port)
 	require.Equal(t, "https", endpoint.Scheme, "the controller serves metrics over HTTPS only by default")
 	require.Equal(t, "/metrics", endpoint.Path)
-	require.Equal(t, "/var/run/secrets/kubernetes.io/serviceaccount/token", endpoint.BearerTokenFile, "without a token the controller answers 401")
+	// Not bearerTokenFile (Prometheus' own token), which Prometheus
+	// Operator deprecates and OpenShift's user-workload monitoring refuses:
+	// strict decoding fails on it.
+	require.Equal(t, "Bearer", endpoint.Authorization.Type)
+	require.Equal(t, corev1.ServiceAccountTokenKey, endpoint.Authorization.Credentials.Key)
+
+	// The Secret it names is a token of a ServiceAccount of the component,
+	// in the ServiceMonitor's namespace (where the operator reads it),
+	// bound to the ClusterRole that may get /metrics.
+	var (
+		account corev1.ServiceAccount
+		secret  corev1.Secret
+		binding rbacv1.ClusterRoleBinding
+		reader  rbacv1.ClusterRole
+	)
+	docs := strings.Split(readFile(t, filepath.Join(dir, "metrics_scraper.yaml")), "\n---\n")
+	require.Len(t, docs, 3)
+	for i, into := range []any{&account, &secret, &binding} {
+		require.NoError(t, yaml.UnmarshalStrict([]byte(docs[i]), into))
+	}
+	readStrict(t, filepath.Join(dir, "..", "metrics_reader_role.yaml"), &reader)
+	require.Equal(t, endpoint.Authorization.Credentials.Name, secret.Name)
+	require.Equal(t, corev1.SecretTypeServiceAccountToken, secret.Type)
+	require.Equal(t, monitor.Metadata.Namespace, secret.Namespace)
+	require.Equal(t, account.Name, secret.Annotations[corev1.ServiceAccountNameKey])
+	require.Equal(t, secret.Namespace, account.Namespace)
+	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name}, binding.RoleRef)
+	require.Equal(t, []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: account.Name, Namespace: account.Namespace}}, binding.Subjects)
+	require.Equal(t, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}, reader.Rules)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(data)
 }
 
 // series is an in-memory storage of float samples, for the PromQL engine.
@@ -193,7 +237,12 @@ func sampled(minutes int, value func(m float64) float64, lbls ...string) series 
 //   - force deletes fail once a minute from minute 50 to minute 60;
 //   - the Memory sheds one pod at minute 80;
 //   - dead pods are force-deleted throughout, 3 a minute, 2 s after their
-//     DisruptionTarget, and held back by the Breaker and for fencing.
+//     DisruptionTarget, and held back by the Breaker and for fencing;
+//   - of two replicas, podhealth-controller-0 leads until minute 70, none
+//     from 70 to 85, podhealth-controller-1 from 85;
+//   - an out-of-service taint the controller applied stays from minute 20
+//     to minute 100;
+//   - no replica is scraped from minute 100 to minute 115.
 func outage() []series {
 	var ages []series
 	for _, le := range []string{"0.5", "1", "5", "+Inf"} {
@@ -206,9 +255,28 @@ func outage() []series {
 			}, "__name__", "podhealth_dead_pod_age_at_force_delete_seconds_bucket", "le", le, "since", since, "pod", "podhealth-controller-0"))
 		}
 	}
+	down := func(s series) series { return gap(s, 100, 115) }
 	return append(ages,
-		sampled(120, during(10, 40, func(float64) float64 { return 1 }),
-			"__name__", "podhealth_breaker_open", "pod", "podhealth-controller-0"),
+		down(sampled(120, during(10, 40, func(float64) float64 { return 1 }),
+			"__name__", "podhealth_breaker_open", "pod", "podhealth-controller-0")),
+		down(sampled(120, func(float64) float64 { return 0 },
+			"__name__", "podhealth_breaker_open", "pod", "podhealth-controller-1")),
+		down(sampled(120, during(0, 70, func(float64) float64 { return 1 }),
+			"__name__", "leader_election_master_status", "name", "podhealth-controller", "pod", "podhealth-controller-0")),
+		down(sampled(120, during(85, 121, func(float64) float64 { return 1 }),
+			"__name__", "leader_election_master_status", "name", "podhealth-controller", "pod", "podhealth-controller-1")),
+		// Another program's leader election, in a pod with no podhealth
+		// metric, that never leads: no concern of these alerts.
+		sampled(120, func(float64) float64 { return 0 },
+			"__name__", "leader_election_master_status", "name", "other", "pod", "other-0"),
+		sampled(120, during(20, 100, func(m float64) float64 { return (m - 20) * 60 }),
+			"__name__", "podhealth_out_of_service_taint_oldest_seconds", "pod", "podhealth-controller-0"),
+		sampled(120, during(20, 100, func(float64) float64 { return 1 }),
+			"__name__", "podhealth_out_of_service_tainted_nodes", "pod", "podhealth-controller-0"),
+		sampled(120, during(20, 121, func(float64) float64 { return 1 }),
+			"__name__", "podhealth_out_of_service_taints_applied_total", "pod", "podhealth-controller-0"),
+		sampled(120, during(100, 121, func(float64) float64 { return 1 }),
+			"__name__", "podhealth_out_of_service_taints_removed_total", "pod", "podhealth-controller-0"),
 		sampled(120, during(5, 30, func(m float64) float64 { return (m - 5) * 60 }),
 			"__name__", "podhealth_fencing_held_oldest_seconds", "pod", "podhealth-controller-0"),
 		sampled(120, during(5, 30, func(float64) float64 { return 2 }),
@@ -229,6 +297,20 @@ func outage() []series {
 		sampled(120, func(m float64) float64 { return m },
 			"__name__", "podhealth_held_back_total", "reason", "HeldForFencing", "pod", "podhealth-controller-0"),
 	)
+}
+
+// gap is s without its samples from minute from until minute to: nothing
+// scraped them.
+func gap(s series, from, to float64) series {
+	var kept []chunks.Sample
+	for _, sm := range s.samples {
+		m := timestamp.Time(sm.T()).Sub(start).Minutes()
+		if m < from || m >= to {
+			kept = append(kept, sm)
+		}
+	}
+	s.samples = kept
+	return s
 }
 
 // during is value from minute from until minute to, and 0 outside.
@@ -318,6 +400,15 @@ func TestEveryAlertFiresExactlyWhileItsConditionHasHeldForItsDuration(t *testing
 		// One pod shed at 80: the 15-minute increase sees it until 94,
 		// the last window that holds the sample before it (79.5).
 		"PodhealthMemoryShedding": {80, 94},
+		// The last samples before the gap are at 99.5; the lookback (5
+		// minutes, open on its left) has none from 104.5, and the
+		// replicas are back at 115: absent for 5 minutes from 109.5.
+		"PodhealthControllerDown": {109.5, 114.5},
+		// Nobody leads from 70 until 85, for 5 minutes: from 75.
+		"PodhealthNoLeader": {75, 84.5},
+		// The taint passes an hour after minute 80, until it comes off
+		// at 100.
+		"PodhealthOutOfServiceTaintLingers": {80.5, 99.5},
 	}
 	require.ElementsMatch(t, keys(want), keys(rules), "every alert has its case here")
 
@@ -339,6 +430,8 @@ func TestQuietMetricsFireNoAlert(t *testing.T) {
 		sampled(60, func(float64) float64 { return 0 }, "__name__", "podhealth_force_deletes_total", "outcome", "DeleteFailed"),
 		sampled(60, func(m float64) float64 { return m }, "__name__", "podhealth_force_deletes_total", "outcome", "ForceDeleted"),
 		sampled(60, func(float64) float64 { return 0 }, "__name__", "podhealth_memory_shed_total"),
+		sampled(60, func(float64) float64 { return 1 }, "__name__", "leader_election_master_status", "name", "podhealth-controller"),
+		sampled(60, func(float64) float64 { return 600 }, "__name__", "podhealth_out_of_service_taint_oldest_seconds"),
 	}
 	e, q := engine(), queryable(quiet)
 	for _, g := range ruleGroups(t) {
@@ -382,9 +475,15 @@ func TestDashboardIsGrafanaJSONWhoseQueriesEvaluate(t *testing.T) {
 		SchemaVersion int    `json:"schemaVersion"`
 		Templating    struct {
 			List []struct {
-				Name  string `json:"name"`
-				Type  string `json:"type"`
-				Query string `json:"query"`
+				Name       string          `json:"name"`
+				Type       string          `json:"type"`
+				Query      json.RawMessage `json:"query"`
+				Definition string          `json:"definition"`
+				IncludeAll bool            `json:"includeAll"`
+				AllValue   string          `json:"allValue"`
+				Datasource struct {
+					UID string `json:"uid"`
+				} `json:"datasource"`
 			} `json:"list"`
 		} `json:"templating"`
 		Panels []struct {
@@ -406,11 +505,31 @@ func TestDashboardIsGrafanaJSONWhoseQueriesEvaluate(t *testing.T) {
 	require.NotEmpty(t, dashboard.UID)
 	require.NotEmpty(t, dashboard.Title)
 	require.GreaterOrEqual(t, dashboard.SchemaVersion, 36, "a dashboard of Grafana 9 or later")
-	require.Len(t, dashboard.Templating.List, 1)
-	require.Equal(t, "datasource", dashboard.Templating.List[0].Type)
-	require.Equal(t, "prometheus", dashboard.Templating.List[0].Query)
-
+	// The data source, and the cluster and the job (one installation's
+	// replicas) to show, each "All" by default, as a Prometheus that
+	// scrapes many clusters or installations labels them.
+	vars := dashboard.Templating.List
+	require.Len(t, vars, 3)
+	require.Equal(t, "datasource", vars[0].Name)
+	require.Equal(t, "datasource", vars[0].Type)
+	require.JSONEq(t, `"prometheus"`, string(vars[0].Query))
 	e, q := engine(), queryable(outage())
+	for i, name := range []string{"cluster", "job"} {
+		v := vars[i+1]
+		require.Equal(t, name, v.Name)
+		require.Equal(t, "query", v.Type)
+		require.Equal(t, "${datasource}", v.Datasource.UID)
+		require.True(t, v.IncludeAll, name)
+		require.Equal(t, ".*", v.AllValue, "%s: All matches series without the label too", name)
+		selector, ok := strings.CutPrefix(v.Definition, "label_values(")
+		require.True(t, ok, v.Definition)
+		selector, ok = strings.CutSuffix(selector, ", "+name+")")
+		require.True(t, ok, v.Definition)
+		require.NotEmpty(t, instant(t, e, q, allValues(selector), start.Add(20*time.Minute)), "%s: %s", name, selector)
+	}
+
+	readsOutOfService := map[string]bool{}
+	selectors := regexp.MustCompile(`(podhealth_[a-z_]+)(\{[^}]*\})?`)
 	ids := map[int]bool{}
 	cells := map[[2]int]int{} // each of the 24 columns' rows, to catch overlaps
 	require.NotEmpty(t, dashboard.Panels)
@@ -430,9 +549,25 @@ func TestDashboardIsGrafanaJSONWhoseQueriesEvaluate(t *testing.T) {
 		require.NotEmpty(t, p.Targets, p.Title)
 		for _, target := range p.Targets {
 			require.NotEmpty(t, target.RefID)
-			require.NotEmpty(t, instant(t, e, q, target.Expr, start.Add(20*time.Minute)), "%s: %s returns nothing over the outage", p.Title, target.Expr)
+			for _, m := range selectors.FindAllStringSubmatch(target.Expr, -1) {
+				require.Contains(t, m[2], `cluster=~"$cluster"`, "%s: %s shows every cluster whatever is chosen", p.Title, m[0])
+				require.Contains(t, m[2], `job=~"$job"`, "%s: %s shows every job whatever is chosen", p.Title, m[0])
+				if strings.HasPrefix(m[1], "podhealth_out_of_service_") {
+					readsOutOfService[m[1]] = true
+				}
+			}
+			require.NotEmpty(t, instant(t, e, q, allValues(target.Expr), start.Add(20*time.Minute)), "%s: %s returns nothing over the outage", p.Title, target.Expr)
 		}
 	}
+	for _, name := range []string{"podhealth_out_of_service_tainted_nodes", "podhealth_out_of_service_taint_oldest_seconds", "podhealth_out_of_service_taints_applied_total"} {
+		require.True(t, readsOutOfService[name], "no panel shows %s", name)
+	}
+}
+
+// allValues is expr with the dashboard's variables at "All", as Grafana
+// sends it.
+func allValues(expr string) string {
+	return strings.NewReplacer("$cluster", ".*", "$job", ".*").Replace(expr)
 }
 
 func keys[V any](m map[string]V) []string {
