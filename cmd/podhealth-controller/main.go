@@ -241,18 +241,20 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces to act in, and the only pods cached (the namespaced mode: a Role in each namespace and a read-only ClusterRole for nodes suffice); empty means the namespaces --namespace-selector selects, cluster-wide")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "report (log, events, metrics) what would be force-deleted, and delete nothing")
 	fs.IntVar(&c.MaxDeletes, "max-force-deletes", 20, "force deletes allowed per --force-delete-window over the whole cluster; 0 means no limit")
-	fs.DurationVar(&c.DeleteWindow, "force-delete-window", time.Minute, "the window of --max-force-deletes")
+	c.DeleteWindow = time.Minute
+	fs.Var(durationFlag{&c.DeleteWindow}, "force-delete-window", "the window of --max-force-deletes")
 	fs.Float64Var(&c.BreakerShare, "breaker-unhealthy-share", 0.3, "share of not-Ready nodes (in the cluster or in a zone) at which all force deletes stop")
 	fs.IntVar(&c.BreakerMin, "breaker-min-unhealthy", 3, "fewest not-Ready nodes that stop all force deletes, so that one failed node of a small cluster does not")
-	fs.DurationVar(&c.BreakerRecheck, "breaker-recheck-interval", controller.DefaultBreakerRecheck, "how soon the groups the Breaker held back are judged again when no node or Lease event brings them back earlier")
+	c.BreakerRecheck = controller.DefaultBreakerRecheck
+	fs.Var(durationFlag{&c.BreakerRecheck}, "breaker-recheck-interval", "how soon the groups the Breaker held back are judged again when no node or Lease event brings them back earlier")
 	fs.IntVar(&c.MemoryCapacity, "memory-capacity", defaultMemoryCapacity, "force-deleted pods (and pods first seen terminating) remembered for 10 minutes, so that a lagging cache gets no second DELETE; about 184 bytes each. Raise it while podhealth_memory_shed_total grows")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run as one of several replicas: only the leader acts")
 	fs.StringVar(&c.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease; empty means the controller's own namespace (in a cluster)")
 	c.LeaderElection = defaultLeaderElection
 	fs.StringVar(&c.LeaderElection.ID, "leader-election-id", defaultLeaderElection.ID, "name of the leader-election Lease: replicas that share it elect one leader, so two installations in one namespace need two names (the manifests and the chart set it to the ServiceAccount's name, which follows a name prefix and the release's name)")
-	fs.DurationVar(&c.LeaderElection.LeaseDuration, "leader-election-lease-duration", defaultLeaderElection.LeaseDuration, "how long a standby waits after the leader's last renewal before it takes the Lease: a leader that died without giving it up is replaced within this plus one --leader-election-retry-period")
-	fs.DurationVar(&c.LeaderElection.RenewDeadline, "leader-election-renew-deadline", defaultLeaderElection.RenewDeadline, "how long the leader keeps retrying a renewal before it stops acting (and exits); shorter than --leader-election-lease-duration")
-	fs.DurationVar(&c.LeaderElection.RetryPeriod, "leader-election-retry-period", defaultLeaderElection.RetryPeriod, "how often the leader renews and a standby tries to take the Lease")
+	fs.Var(durationFlag{&c.LeaderElection.LeaseDuration}, "leader-election-lease-duration", "how long a standby waits after the leader's last renewal before it takes the Lease: a leader that died without giving it up is replaced within this plus one --leader-election-retry-period")
+	fs.Var(durationFlag{&c.LeaderElection.RenewDeadline}, "leader-election-renew-deadline", "how long the leader keeps retrying a renewal before it stops acting (and exits); shorter than --leader-election-lease-duration")
+	fs.Var(durationFlag{&c.LeaderElection.RetryPeriod}, "leader-election-retry-period", "how often the leader renews and a standby tries to take the Lease")
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus /metrics endpoint; 0 disables it")
 	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS (a self-signed certificate) to clients whose token the API server accepts and that may get /metrics (the podhealth-controller-metrics-reader ClusterRole); false serves plain HTTP to anyone who reaches the port")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -266,7 +268,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		if !ok {
 			return fmt.Errorf("%q is not KEY=AFTER", v)
 		}
-		d, err := time.ParseDuration(after)
+		d, err := parseDuration(after)
 		if err != nil {
 			return fmt.Errorf("%q: AFTER: %w", v, err)
 		}
@@ -319,6 +321,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 			c.WatchNamespaces = append(c.WatchNamespaces, ns)
 		}
 		c.Namespaces = ""
+	} else if _, err := namespaceSelector(c.Namespaces); err != nil {
+		return c, err
 	}
 	switch {
 	case c.MaxDeletes < 0:
@@ -345,6 +349,22 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 		return c, errors.New("--apply-out-of-service with --watch-namespaces: the controller would not see every pod of a node, and could never remove a taint it applied")
 	}
 	return c, nil
+}
+
+// namespaceSelector parses --namespace-selector, refusing an empty one,
+// which would select every namespace.
+func namespaceSelector(s string) (labels.Selector, error) {
+	if err := checkSelectorSyntax(s); err != nil {
+		return nil, err
+	}
+	selector, err := labels.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--namespace-selector: %w", err)
+	}
+	if selector.Empty() {
+		return nil, errors.New("--namespace-selector is empty: it would select every namespace; give a label")
+	}
+	return selector, nil
 }
 
 // addFenceName adds v, a driver's or a class's name, to names, refusing an
@@ -444,11 +464,8 @@ func run(cfg Config) error {
 	var namespaces labels.Selector
 	if len(cfg.WatchNamespaces) == 0 {
 		var err error
-		if namespaces, err = labels.Parse(cfg.Namespaces); err != nil {
-			return fmt.Errorf("--namespace-selector: %w", err)
-		}
-		if namespaces.Empty() {
-			return errors.New("--namespace-selector is empty: it would select every namespace; give a label")
+		if namespaces, err = namespaceSelector(cfg.Namespaces); err != nil {
+			return err
 		}
 	}
 	// The pods of the namespaced mode's namespaces only; else of every

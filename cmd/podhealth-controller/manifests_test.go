@@ -204,6 +204,11 @@ func TestShutdownTaintFlagRefusesWhatTheLibraryWould(t *testing.T) {
 func TestAnEmptyNamespaceSelectorIsRefused(t *testing.T) {
 	err := run(Config{Namespaces: ""})
 	require.ErrorContains(t, err, "namespace-selector")
+	// By the flag check too, before anything starts (and --version exits).
+	for _, bad := range []string{"", "a in (", "Has Space=x"} {
+		_, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{"--namespace-selector=" + bad, "--version"})
+		require.ErrorContains(t, err, "--namespace-selector", bad)
+	}
 }
 
 // TestVersionFlagPrintsTheBuild: --version asks for the build's version,
