@@ -86,6 +86,7 @@ func TestControllerClearsDeadPodsOfUnmodifiedOperators(t *testing.T) {
 	}
 	applyControllerManifests(ctx, t, cp, false)
 	applyTheOtherInstalls(ctx, t, cp, shop, legacy)
+	installProductionChart(ctx, t, cp, "platform")
 	kubeconfig := controllerKubeconfig(ctx, t, cp)
 
 	var target, p1Target atomic.Value
