@@ -60,9 +60,16 @@ const (
 // install that the README gives.
 func controllerManifests(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(controllerConfigDir, "..", "quickstart"))
+	return kustomizeBuild(t, filesys.MakeFsOnDisk(), filepath.Join(controllerConfigDir, "..", "quickstart"))
+}
+
+// kustomizeBuild runs kustomize on dir of fs and returns the objects, in
+// kustomize's order.
+func kustomizeBuild(t *testing.T, fs filesys.FileSystem, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, dir)
 	if err != nil {
-		t.Fatalf("kustomize build of the quick start: %v", err)
+		t.Fatalf("kustomize build of %s: %v", dir, err)
 	}
 	var objs []*unstructured.Unstructured
 	for _, r := range resources.Resources() {
@@ -159,19 +166,7 @@ func namespacedManifests(t *testing.T, prefix string, watched []string) []*unstr
 			t.Fatal(err)
 		}
 	}
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/overlay")
-	if err != nil {
-		t.Fatalf("kustomize build of the namespaced overlay: %v", err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, r := range resources.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
-	return objs
+	return kustomizeBuild(t, fs, "/overlay")
 }
 
 // chartDir is podhealth-controller's Helm chart, from the e2e module.
