@@ -8,8 +8,9 @@ import (
 )
 
 // The syntax of the flags' durations and of --namespace-selector, as the
-// chart's values.schema.json states it, pattern for pattern (a test holds
-// them equal), so that a value the chart takes is one the controller takes,
+// chart states it, pattern for pattern (a test holds them equal): the
+// durations in values.schema.json, the selector in a template check, whose
+// error says why, so that a value the chart takes is one the controller takes,
 // and the reverse (TestTheSchemaAcceptsExactlyWhatTheFlagCheckAccepts).
 var (
 	// durationSyntax is a Go duration with each unit at most once, in the
