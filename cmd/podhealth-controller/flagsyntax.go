@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -44,11 +45,14 @@ const (
 
 // parseDuration parses s as durationSyntax states, refusing zero.
 func parseDuration(s string) (time.Duration, error) {
+	if strings.HasPrefix(s, "-") {
+		return 0, fmt.Errorf("%q is negative: not positive", s)
+	}
 	if !durationSyntax.MatchString(s) {
-		return 0, fmt.Errorf("%q is not a duration such as 1m30s: units h, m, s, ms, us, ns, each at most once and in that order, and at most 999999h", s)
+		return 0, fmt.Errorf("%q is not a positive duration such as 1m30s: units h, m, s, ms, us, ns, each at most once and in that order, and at most 999999h", s)
 	}
 	if zeroDuration.MatchString(s) {
-		return 0, fmt.Errorf("%q is zero", s)
+		return 0, fmt.Errorf("%q is zero: not positive", s)
 	}
 	return time.ParseDuration(s)
 }
