@@ -328,8 +328,11 @@ func TestScenarioRealNodes(t *testing.T) {
 	// The power-off's cloud: k8s.io/cloud-provider's node-lifecycle
 	// controller over a cloud that reports the instance shut down, and
 	// podhealth-controller applying the out-of-service taint.
+	// It and the attacher below run until the test's cleanup stops them,
+	// not until setup's deadline: a subtest may wait for a slot of
+	// -parallel longer than setup lasts.
 	cloud := newShutdownCloud()
-	startCloudNodeLifecycle(setup, t, c, cloud)
+	startCloudNodeLifecycle(context.Background(), t, c, cloud)
 	// Its volume: a ReadWriteOnce CSI volume through the real
 	// attach-detach controller, the harness's model of the
 	// external-attacher, and the harness's CSI node plugin on the two
@@ -337,7 +340,7 @@ func TestScenarioRealNodes(t *testing.T) {
 	if err := cp.CreateCSIDriver(setup); err != nil {
 		t.Fatal(err)
 	}
-	attacher := cp.StartAttacher(setup)
+	attacher := cp.StartAttacher(context.Background())
 	volumesDir := t.TempDir()
 	for _, n := range nodes[8:10] {
 		if _, err := n.StartCSIDriver(volumesDir); err != nil {
