@@ -300,13 +300,14 @@ func TestScenarioRealNodes(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range names {
+	for i, name := range names {
 		if _, err := harness.WaitForNode(setup, c, name, harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v; %s", err, nodes[i].Diagnosis())
 		}
 	}
 	ready := time.Since(begin)
 	t.Logf("%d real nodes started and Ready in %v", len(names), ready.Round(time.Millisecond))
+	requireKubeletThatKeepsExitingIsReported(setup, t, cp, rb, len(names))
 
 	var mu sync.Mutex
 	rows := map[string]string{}
@@ -388,6 +389,30 @@ func TestScenarioRealNodes(t *testing.T) {
 		t.Parallel()
 		record("2b", runRealStatefulWithoutFencing(sub(t), t, cp, nodes[10], nodes[11]))
 	})
+}
+
+// requireKubeletThatKeepsExitingIsReported starts a real node whose
+// kubelet exits at once, as one that cannot run does: the harness starts
+// it again as a service manager would, then gives up with how it exited
+// and the last error it logged, the reason a failed run needs.
+func requireKubeletThatKeepsExitingIsReported(ctx context.Context, t *testing.T, cp *harness.ControlPlane, rb harness.RealNodeBinaries, index int) {
+	t.Helper()
+	const fatal = "F1204 17:00:00.000000       1 server.go:1] \"Failed to run kubelet\" err=\"a reason of its own\""
+	broken := rb
+	broken.Kubelet = filepath.Join(t.TempDir(), "kubelet")
+	script := "#!/bin/sh\necho '" + fatal + "' >&2\nexit 1\n"
+	if err := os.WriteFile(broken.Kubelet, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cp.StartRealNode(ctx, t, broken, "real-exiting-kubelet", harness.RealNodeOptions{Index: index})
+	if err == nil {
+		t.Fatal("a node whose kubelet exits at once started")
+	}
+	for _, want := range []string{"exited 3 times", "exit status 1", "a reason of its own"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error of a node whose kubelet exits at once does not say %q:\n%v", want, err)
+		}
+	}
 }
 
 // realWorkload is one scenario's namespace on real nodes: a binder of its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -118,6 +119,55 @@ func (p *process) tail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// errorLines returns at most the last n lines of the log file that log
+// an error: klog's (E or F, then the date) and logrus's (level=error or
+// level=fatal), each cut to errorLineMax bytes.
+func (p *process) errorLines(n int) []string { return p.lastLinesWhere(n, isErrorLine) }
+
+// lastLines returns at most the last n lines of the log file, each cut to
+// errorLineMax bytes.
+func (p *process) lastLines(n int) []string {
+	return p.lastLinesWhere(n, func(line string) bool { return strings.TrimSpace(line) != "" })
+}
+
+func (p *process) lastLinesWhere(n int, keep func(string) bool) []string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return []string{fmt.Sprintf("(reading %s: %v)", p.logPath, err)}
+	}
+	var found []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if !keep(line) {
+			continue
+		}
+		if len(line) > errorLineMax {
+			line = line[:errorLineMax] + "..."
+		}
+		found = append(found, line)
+	}
+	if len(found) > n {
+		found = found[len(found)-n:]
+	}
+	return found
+}
+
+const errorLineMax = 300
+
+func isErrorLine(line string) bool {
+	if strings.Contains(line, "level=error") || strings.Contains(line, "level=fatal") {
+		return true
+	}
+	if len(line) < 6 || (line[0] != 'E' && line[0] != 'F') {
+		return false
+	}
+	for _, c := range line[1:5] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return line[5] == ' '
 }
 
 // processAlive reports whether pid names a live process.

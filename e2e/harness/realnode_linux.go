@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // realNodePrefix names every real node's cgroups and directory, followed
@@ -152,10 +152,87 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins RealNodeBinaries
 	if err := n.startKubelet(); err != nil {
 		return n, err
 	}
-	if _, err := WaitForNode(ctx, cp.client, name, func(*corev1.Node) bool { return true }); err != nil {
-		return n, fmt.Errorf("its kubelet never registered it: %w\n%s", err, n.kubelet.tail(30))
+	if err := n.waitRegistered(ctx); err != nil {
+		return n, fmt.Errorf("its kubelet never registered it: %w; %s", err, n.Diagnosis())
 	}
 	return n, nil
+}
+
+// realNodeKubeletStarts is how many times a kubelet that exits before it
+// registers its node is started, as a node's service manager would restart
+// it: a kubelet exits at start when something it needs (its runtime, the
+// API server) does not answer in time on a loaded machine.
+const realNodeKubeletStarts = 3
+
+// waitRegistered waits until the node's Node object exists, starting the
+// kubelet again if it exits first, until realNodeKubeletStarts starts
+// have exited or ctx is done.
+func (n *RealNode) waitRegistered(ctx context.Context) error {
+	starts := 1
+	for {
+		// Any other read error is read again, until ctx ends.
+		if _, err := n.cp.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{}); err == nil {
+			return nil
+		}
+		n.mu.Lock()
+		kubelet := n.kubelet
+		n.mu.Unlock()
+		if done, exitErr := kubelet.exited(); done {
+			if starts >= realNodeKubeletStarts {
+				return fmt.Errorf("the kubelet exited %d times before it registered the node, the last with %v", starts, exitErr)
+			}
+			starts++
+			n.mu.Lock()
+			_ = kubelet.kill() // reaps it, so that it can start again
+			err := kubelet.start()
+			n.mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %d start(s) of the kubelet: %w", starts, ctx.Err())
+		case <-time.After(PollInterval):
+		}
+	}
+}
+
+// Diagnosis says, in a few lines, how the node's daemons are: whether the
+// kubelet and containerd run or how they exited, and the last errors each
+// logged. It is short enough to end a test's failure message.
+func (n *RealNode) Diagnosis() string {
+	n.mu.Lock()
+	daemons := []*process{n.kubelet, n.containerd}
+	n.mu.Unlock()
+	var b strings.Builder
+	for _, p := range daemons {
+		if p == nil {
+			continue
+		}
+		state := "running"
+		if done, err := p.exited(); done {
+			state = fmt.Sprintf("exited (%v)", err)
+		}
+		fmt.Fprintf(&b, "%s %s %s", n.name, p.name, state)
+		lines := p.errorLines(3)
+		switch {
+		case len(lines) > 0:
+			b.WriteString(", its last errors:")
+		case state != "running":
+			// What a process that exited without an error line of its
+			// format printed last is its reason: a shell's or nsenter's.
+			lines = p.lastLines(3)
+			b.WriteString(", its last lines:")
+		default:
+			b.WriteString(", no error logged")
+		}
+		for _, line := range lines {
+			b.WriteString("\n  " + line)
+		}
+		b.WriteString("\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // makeCgroups makes the node's directory in every cgroup hierarchy; the
