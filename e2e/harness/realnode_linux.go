@@ -160,8 +160,8 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins RealNodeBinaries
 
 // realNodeKubeletStarts is how many times a kubelet that exits before it
 // registers its node is started, as a node's service manager would restart
-// it: a kubelet exits at start when something it needs (its runtime, the
-// API server) does not answer in time on a loaded machine.
+// it: a kubelet exits at start when its runtime does not answer in time
+// on a loaded machine (it retries the API server instead).
 const realNodeKubeletStarts = 3
 
 // waitRegistered waits until the node's Node object exists, starting the
