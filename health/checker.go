@@ -209,8 +209,8 @@ func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod,
 		}
 		res := k.removeDead(pod, d.verdict)
 		k.finish(d.index, PodReport{Pod: pod, Verdict: d.verdict, Outcome: res.outcome, HeldBack: res.heldBack, Err: res.err})
-		if k.report != nil && res.retryAfter > 0 && (k.report.RetryAfter == 0 || res.retryAfter < k.report.RetryAfter) {
-			k.report.RetryAfter = res.retryAfter
+		if res.retryAfter > 0 {
+			k.getEvidence().retryIn(res.retryAfter) // into the report with the rules' waits
 		}
 		switch {
 		case res.err != nil:

@@ -260,9 +260,10 @@ func (k *check) getEvidence() *evidence {
 		if e == nil {
 			e = new(evidence)
 		}
-		seen, reasons, table := e.seen, e.reasons, e.table
+		seen, reasons, table, sighted := e.seen, e.reasons, e.table, e.ownSightings.seen
 		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, clock: k.clock, now: k.now, haveNow: k.haveNow, seen: seen, reasons: reasons, table: table, ownSightings: k.firstSightings(),
 			forgetRecovered: k.replaceUnreachable && k.unreachableFor > 0, shutdownTaints: k.policy.shutdownTaints}
+		e.ownSightings.seen = sighted
 		e.sightings = &e.ownSightings
 		k.evidence = e
 	}
@@ -278,11 +279,18 @@ func (k *check) releaseEvidence() {
 	}
 	k.evidence = nil
 	k.reportEvidence(e)
+	if e.wake > 0 {
+		// The caller looks again at RetryAfter: what this check saw must
+		// still be remembered then, or a wait longer than the Memory's TTL
+		// would start again at every look and never end.
+		e.sightings.hold(e.time().Add(e.wake))
+	}
 	clear(e.seen)
 	clear(e.reasons)
+	clear(e.ownSightings.seen)
 	e.table.reset()
-	seen, reasons, table := e.seen, e.reasons, e.table
-	*e = evidence{seen: seen, reasons: reasons, table: table}
+	seen, reasons, table, sighted := e.seen, e.reasons, e.table, e.ownSightings.seen[:0]
+	*e = evidence{seen: seen, reasons: reasons, table: table, ownSightings: checkSightings{seen: sighted}}
 	evidences.Put(e)
 }
 

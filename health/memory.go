@@ -46,7 +46,11 @@ type MemoryOptions struct {
 // last two checks that saw terminating pods is never forgotten for room,
 // however many pods are stuck, so that every one of them gets its turn;
 // other pods are kept up to Capacity, least recently seen first out; a pod
-// not seen for TTL starts again. Over any churn it holds about the
+// not seen for TTL starts again. The TTL counts from the last check that
+// saw it, or from the time that check's Report.RetryAfter named, whichever
+// is later: a wait longer than the TTL (a shutdown taint's After, a
+// fencer's deadline) ends for a caller that checks again only at
+// RetryAfter. Over any churn it holds about the
 // terminating pods of the last two such checks, or Capacity if more
 // (TestFirstSightingsStayBoundedOverPodChurn). Checkers of different
 // workloads that share one Memory count as one stream of checks: when they

@@ -16,7 +16,10 @@ import (
 //     for room, so every pod listed by the latest check keeps its first
 //     sighting, however many pods there are.
 //   - Other keys are kept up to capacity, least recently seen evicted first.
-//   - A key not seen for idle is forgotten, and starts again.
+//   - A key not seen for idle is forgotten, and starts again; idle counts
+//     from its last sighting or from when the check that saw it said it
+//     would look again (hold), whichever is later, so that a wait longer
+//     than idle ends for a caller that checks only at Report.RetryAfter.
 //
 // So it holds at most the larger of capacity and the keys of the last two
 // generations (plus the keys of checks still running), whatever the churn.
@@ -34,7 +37,20 @@ type sightings struct {
 type sighting struct {
 	key         string
 	first, last time.Time
-	gen         uint64 // the latest generation that saw it
+	// heldUntil is when a check that saw the key said it would look again
+	// (see hold): the key is not idle before heldUntil plus idle.
+	heldUntil time.Time
+	gen       uint64 // the latest generation that saw it
+}
+
+// idleAt reports whether x has gone unseen for idle at now, counting from
+// its last sighting or its hold, whichever is later.
+func (s *sightings) idleAt(x *sighting, now time.Time) bool {
+	from := x.last
+	if x.heldUntil.After(from) {
+		from = x.heldUntil
+	}
+	return now.Sub(from) >= s.idle
 }
 
 func newSightings(capacity int, idle time.Duration) *sightings {
@@ -59,30 +75,50 @@ func (s *sightings) current() uint64 {
 // see records a sighting of key at now in generation gen and returns the
 // first one.
 func (s *sightings) see(key string, gen uint64, now time.Time) time.Time {
+	return s.record(key, gen, now).first
+}
+
+// record is see, returning the sighting itself, for hold.
+func (s *sightings) record(key string, gen uint64, now time.Time) *sighting {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.seen[key]; ok {
 		x := e.Value.(*sighting)
-		if now.Sub(x.last) < s.idle {
+		if !s.idleAt(x, now) {
 			if now.After(x.last) {
 				x.last = now
 			}
 			x.gen = max(x.gen, gen)
 			s.order.MoveToFront(e)
-			return x.first
+			return x
 		}
 		s.removeLocked(e)
 	}
 	for s.order.Len() >= s.capacity {
 		back := s.order.Back()
 		x := back.Value.(*sighting)
-		if x.gen+1 >= s.gen && now.Sub(x.last) < s.idle {
+		if x.gen+1 >= s.gen && !s.idleAt(x, now) {
 			break // seen by one of the last two generations, and not idle: kept
 		}
 		s.removeLocked(back)
 	}
-	s.seen[key] = s.order.PushFront(&sighting{key: key, first: now, last: now, gen: gen})
-	return now
+	x := &sighting{key: key, first: now, last: now, gen: gen}
+	s.seen[key] = s.order.PushFront(x)
+	return x
+}
+
+// hold keeps each of xs from going idle before until plus idle: the check
+// that saw them will look again at until (its Report.RetryAfter). A
+// sighting since forgotten or evicted is no longer in the record, and
+// holding it changes nothing.
+func (s *sightings) hold(xs []*sighting, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range xs {
+		if until.After(x.heldUntil) {
+			x.heldUntil = until
+		}
+	}
 }
 
 // peek returns the first sighting of key, if it is remembered and not
@@ -95,7 +131,7 @@ func (s *sightings) peek(key string, now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	x := e.Value.(*sighting)
-	if now.Sub(x.last) >= s.idle {
+	if s.idleAt(x, now) {
 		return time.Time{}, false
 	}
 	return x.first, true
@@ -133,6 +169,9 @@ type checkSightings struct {
 	// which must not age the checks' sightings.
 	peek bool
 	gen  uint64
+	// seen are the sightings this check recorded, which hold keeps until
+	// the check's RetryAfter.
+	seen []*sighting
 }
 
 // see records a sighting of key at now and returns the first one.
@@ -144,13 +183,25 @@ func (c *checkSightings) see(key string, now time.Time) time.Time {
 			c.gen = c.record.open()
 		}
 	}
-	first := c.record.see(key, c.gen, now)
+	x := c.record.record(key, c.gen, now)
+	c.seen = append(c.seen, x)
+	first := x.first
 	if c.shared != nil {
 		if t, ok := c.shared.peek(key, now); ok && t.Before(first) {
 			first = t
 		}
 	}
 	return first
+}
+
+// hold keeps the sightings this check recorded until at least until, when
+// the check's caller looks again (Report.RetryAfter), plus the idle
+// period: a wait measured from a sighting then ends however much longer
+// than the idle period it is.
+func (c *checkSightings) hold(until time.Time) {
+	if len(c.seen) > 0 {
+		c.record.hold(c.seen, until)
+	}
 }
 
 // forget drops key from the record this check writes.

@@ -69,9 +69,11 @@ type Options struct {
 	Recorder events.EventRecorder
 	// Memory is shared by every group's checker. Nil means a new one.
 	Memory *health.Memory
-	// Clock measures how old the node Leases are for the Breaker, and how
-	// long pods have been held for fencing (FencingHolds). Nil means the
-	// real clock.
+	// Clock is every group's Checker's clock (its waits, the Memory's
+	// TTL, the budget's window), and measures how old the node Leases are
+	// for the Breaker, how long pods have been held for fencing
+	// (FencingHolds) and when a hold's event repeats. Nil means the real
+	// clock.
 	Clock clock.PassiveClock
 	// BreakerRecheck is how soon a group that the Breaker held back is
 	// judged again when no event brings it back earlier (see
@@ -443,6 +445,7 @@ func (r *Reconciler) checker(logger logr.Logger, pods []*corev1.Pod, deleter hea
 		Budget:    r.opts.Budget,
 		Breaker:   breaker,
 		Memory:    r.memory,
+		Clock:     r.clock,
 		DryRun:    r.opts.DryRun,
 		Logger:    logger,
 		Observer:  health.MultiObserver(r.opts.Observer, events),

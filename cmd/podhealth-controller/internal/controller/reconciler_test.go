@@ -823,3 +823,30 @@ func TestTheNamespacedModesRulesAreTheClusterWideOnesLessNamespaces(t *testing.T
 		require.NotContains(t, r.Verbs, "delete")
 	}
 }
+
+// A shutdown taint's wait longer than the Memory's TTL ends for the
+// controller, which comes back only at the RequeueAfter its reconcile
+// returned: the Checker runs on Options.Clock, and the Memory keeps the
+// wait's start until the requeue.
+func TestAWaitLongerThanTheMemorysTTLEndsAtItsRequeue(t *testing.T) {
+	const after = 15 * time.Minute
+	db := evicted("shop", "db-0", "lost", "StatefulSet", "db")
+	m := newFakeManager(t, namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable, cloudShutdownTaint), db)
+	start := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	r, err := New(m, Options{Clock: clk, Memory: health.NewMemory(health.MemoryOptions{TTL: 10 * time.Minute}),
+		ShutdownTaints: []health.ShutdownTaint{{Key: health.TaintCloudShutdown, After: after}}})
+	require.NoError(t, err)
+	req := ctrl.Request{NamespacedName: GroupOf(db)}
+	for looks := 1; exists(t, m, db); looks++ {
+		require.Less(t, looks, 4, "the wait started again at each requeue")
+		res, err := r.Reconcile(context.Background(), req)
+		require.NoError(t, err)
+		if !exists(t, m, db) {
+			break
+		}
+		require.Positive(t, res.RequeueAfter)
+		clk.SetTime(clk.Now().Add(res.RequeueAfter))
+	}
+	require.Equal(t, after, clk.Now().Sub(start), "freed when the wait ended, on the controller's clock")
+}
