@@ -19,8 +19,11 @@ import (
 // count (see keepVolume); its phase and conditions (all of them: a pod with
 // two of one type is malformed, and is not force-deleted). Its containers,
 // managed fields, labels, other annotations and container statuses go. A
-// node keeps its name, UID, labels (the Breaker reads the zone), taints and
-// conditions; a node Lease its name, renew time and duration.
+// node keeps its name, UID, labels (the Breaker reads the zone), taints,
+// provider ID, conditions and addresses (the NetworkFence fencer reads
+// them); a node Lease its name, renew time and duration.
+// TestEveryShippedRuleAndFencerJudgesTheCachedObjectsAsTheWholeOnes holds
+// each shipped rule and fencer to that.
 func Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
@@ -124,7 +127,9 @@ func stripNode(node *corev1.Node) *corev1.Node {
 		// The provider ID tells health.ShutdownTaintOf whose word a
 		// shutdown taint is.
 		Spec:   corev1.NodeSpec{Taints: node.Spec.Taints, ProviderID: node.Spec.ProviderID},
-		Status: corev1.NodeStatus{Conditions: node.Status.Conditions},
+		// The addresses tell fencing.NetworkFenceFencer which fences
+		// cover the node.
+		Status: corev1.NodeStatus{Conditions: node.Status.Conditions, Addresses: node.Status.Addresses},
 	}
 }
 
