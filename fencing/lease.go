@@ -74,10 +74,12 @@ const DefaultMargin = 2 * time.Second
 // "lease". A pod follows its protocol when it carries
 // AnnotationLease and AnnotationDeadline (and, when the
 // Lease's holderIdentity is not its name, AnnotationHolder), and
-// promises: it writes only while it holds the Lease, and once it cannot
-// renew it, it stops writing (kills itself, or a watchdog kills it) within
-// the deadline after the Lease expires. CloudNativePG's primary lease with
-// its watchdog, and medik8s self-node-remediation, have this shape.
+// keeps the protocol's obligations (docs/safety.md states them): it writes
+// only while less than the Lease's duration has passed since the start of
+// its last successful renewal, it stops on any failed renewal whatever its
+// peers say, and by that start plus the duration plus the deadline, on its
+// own monotonic clock, its whole stop is over. Only a workload whose code
+// keeps them may carry the annotations.
 //
 // It proves PodStopped (never NodeStopped: the node and its volumes may
 // still be attached) when a live read of the Lease shows it held by the
