@@ -397,3 +397,43 @@ func TestLeaseFencerStartsTheWaitAtTheWatchsSighting(t *testing.T) {
 		require.Equal(t, leaseWait-5*time.Second, fence.RetryAfter)
 	})
 }
+
+// A pod that states the Lease protocol has declared one writer: even a
+// ReplicaSet pod on a ReadWriteMany claim, or one that says writers=many,
+// is held for fencing evidence, and freed only once its Lease proves it
+// stopped. Before, it looked stateless and went at once, its Lease
+// never read.
+func TestAPodThatStatesTheLeaseProtocolIsHeldUntilItsLeaseProvesItStopped(t *testing.T) {
+	rwx := func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs-uid", Controller: ptr(true)}}
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "shared"}}}}
+	}
+	claims := fake.NewClaims(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shared"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}}})
+	for _, tt := range []struct {
+		name string
+		pod  *corev1.Pod
+	}{
+		{"a ReplicaSet pod on a ReadWriteMany claim", evictedOn("pg-1", "n1", rwx, selfFencing)},
+		{"a pod that also says writers=many", evictedOn("pg-1", "n1", rwx, selfFencing, withAnnotation(health.AnnotationWriters, "many"))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(fenceStart)
+			pods := fake.New(fake.Options{}, tt.pod)
+			reads := newLeases(lease("pg-1", fenceStart.Add(-3*time.Second), "1"))
+			checker, err := health.New(pods, pods, health.Options{Nodes: fake.NewNodes(unreachableNode("n1")), Claims: claims, Clock: clk,
+				Fencers: []health.Fencer{newLeaseFencer(t, reads)}})
+			require.NoError(t, err)
+			report, err := checker.CheckReport(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, health.HeldBack, report.Pods[0].Outcome, "freed before its Lease was read")
+			require.Contains(t, report.Pods[0].HeldBack.Detail, "states the Lease protocol (podhealth.io/fence-lease): one writer; lease ns/pg held by pg-1 fences once unrenewed for 27s")
+			require.Empty(t, pods.Deletes())
+
+			clk.SetTime(fenceStart.Add(report.RetryAfter))
+			report, err = checker.CheckReport(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, health.ForceDeleted, report.Pods[0].Outcome, "its Lease proves it stopped")
+		})
+	}
+}

@@ -33,7 +33,10 @@ const (
 	// FenceStateful, the default, requires fencing evidence for stateful
 	// pods. A pod states it itself with AnnotationWriters: "single" needs
 	// fencing, "many" does not, and any other value needs it (fail
-	// closed). Without the annotation a pod is stateful when:
+	// closed). A pod that carries podhealth.io/fence-lease (the Lease
+	// protocol of fencing.LeaseFencer) has declared one writer and needs
+	// fencing, whatever AnnotationWriters says. Without either annotation
+	// a pod is stateful when:
 	//   - it is owned by a StatefulSet;
 	//   - it mounts an inline volume that one node at a time writes. The
 	//     inline types, by their field names in the pod spec, are the
@@ -71,6 +74,11 @@ const (
 // (it does not). It wins over what the policy would guess from the pod's
 // owner and volumes; a value that is neither needs fencing.
 const AnnotationWriters = "podhealth.io/writers"
+
+// annotationFenceLease is fencing.AnnotationLease: a pod that carries it
+// states that it writes only while it holds that Lease, so FenceStateful
+// holds it for fencing evidence whatever else it says.
+const annotationFenceLease = "podhealth.io/fence-lease"
 
 func (f Fencing) String() string {
 	switch f {
@@ -114,6 +122,21 @@ func (p policy) needsFencing(ctx context.Context, pod *corev1.Pod) (string, erro
 	case FenceAlways:
 		return "the policy requires fencing for every pod", nil
 	}
+	why, err := p.statefulness(ctx, pod)
+	if why == "" && err == nil {
+		if _, ok := pod.Annotations[annotationFenceLease]; ok {
+			// A pod that writes only while it holds a Lease has declared
+			// one writer, whatever its owner, volumes and AnnotationWriters
+			// say: its Lease, not a guess, says when it stopped.
+			return "states the Lease protocol (" + annotationFenceLease + "): one writer", nil
+		}
+	}
+	return why, err
+}
+
+// statefulness is needsFencing under FenceStateful, but for the Lease
+// protocol.
+func (p policy) statefulness(ctx context.Context, pod *corev1.Pod) (string, error) {
 	switch writers, stated := pod.Annotations[AnnotationWriters]; {
 	case !stated:
 	case writers == "single":

@@ -370,6 +370,12 @@ func genPod(c chooser, i int) *corev1.Pod {
 		}
 		p.Annotations[health.AnnotationWriters] = pick(c, genWriters)
 	}
+	if c.IntN(8) == 0 {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations["podhealth.io/fence-lease"] = pick(c, []string{"db", ""})
+	}
 	switch c.IntN(12) {
 	case 0:
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
@@ -551,7 +557,8 @@ func (o oracle) heldBack(p *corev1.Pod) bool {
 	return wantNeedsFencing(p)
 }
 
-// wantNeedsFencing restates FenceStateful without a ClaimGetter: the
+// wantNeedsFencing restates FenceStateful without a ClaimGetter: a pod
+// that carries podhealth.io/fence-lease (whatever its value) needs it; the
 // writers annotation decides when it is there ("many": no; anything else:
 // yes); else owned by a StatefulSet, mounting an inline volume that one
 // node at a time writes, or mounting any claim (the modes are unknown);
@@ -560,6 +567,9 @@ func (o oracle) heldBack(p *corev1.Pod) bool {
 // system; a vouched-for one by an ephemeral volume whose claim template
 // asks for ReadWriteOnce or ReadWriteOncePod or for no mode.
 func wantNeedsFencing(p *corev1.Pod) bool {
+	if _, ok := p.Annotations["podhealth.io/fence-lease"]; ok {
+		return true
+	}
 	if w, ok := p.Annotations[health.AnnotationWriters]; ok {
 		return w != "many"
 	}
