@@ -2,16 +2,17 @@ package controllerruntime
 
 import (
 	"errors"
-	"reflect"
-	"sync"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/internal/registry"
 	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/kube"
 )
@@ -75,58 +76,52 @@ type managerState struct {
 	held             *podsource.HeldEvents
 }
 
-// maxManagerStates bounds the managers remembered (a process has one or a
-// few; a test may build many); past it, the oldest is forgotten.
-const maxManagerStates = 64
-
-var managerStates struct {
-	sync.Mutex
-	byKey map[Manager]*managerState
-	order []Manager
+// managerKey is what tells one manager's checkers from another's: the
+// Manager itself, a pointer as controller-runtime's are, or a struct
+// compared by value, so that a Manager held by value finds its state
+// again; or, for a Manager that cannot be compared (it holds a client by
+// value with funcs in it, as an interceptor client is), the health.Memory
+// its checkers share. And the checkers' clock, on which the record of
+// holds measures its repeat.
+type managerKey struct {
+	owner any
+	clock clock.PassiveClock
 }
 
-// stateOf returns the state of mgr, making it on first use. A Manager
-// that is not a pointer, as controller-runtime's are, gets new state on
-// each call: a struct may hold what cannot be a map key.
-func stateOf(mgr Manager, c client.Client) (*managerState, error) {
-	live := mgr.GetAPIReader()
-	key := mgr
-	comparable := reflect.TypeOf(mgr).Kind() == reflect.Pointer
-	if comparable {
-		managerStates.Lock()
-		defer managerStates.Unlock()
-		if s, ok := managerStates.byKey[key]; ok {
-			return s, nil
+// managerStates remembers the state of up to 64 managers (a process has
+// one or a few; a test may build many); past it, the oldest is forgotten.
+var managerStates registry.Registry[managerKey, *managerState]
+
+// stateOf returns the state that mgr's checkers with options h share,
+// making it on first use.
+func stateOf(mgr Manager, c client.Client, h health.Options) (*managerState, error) {
+	key := managerKey{owner: mgr, clock: h.Clock}
+	if err := registry.Comparable(key); err != nil {
+		if h.Memory == nil {
+			return nil, fmt.Errorf("%w; or share a health.Memory in Options.Health.Memory, by which checkers built per reconcile then share their state", err)
 		}
+		key.owner = h.Memory
 	}
-	s := &managerState{}
-	var err error
-	if s.nodes, err = NewNodes(c); err != nil {
-		return nil, err
-	}
-	if !isNil(live) {
-		if s.liveNodes, err = NewNodes(live); err != nil {
+	live := mgr.GetAPIReader()
+	return managerStates.Get(key, func() (*managerState, error) {
+		s := &managerState{}
+		var err error
+		if s.nodes, err = NewNodes(c); err != nil {
 			return nil, err
 		}
-	}
-	if s.claims, err = NewClaims(c); err != nil {
-		return nil, err
-	}
-	if s.held, err = podsource.NewHeldEvents(podsource.HeldEventsOptions{}); err != nil {
-		return nil, err
-	}
-	if comparable {
-		if managerStates.byKey == nil {
-			managerStates.byKey = map[Manager]*managerState{}
+		if !isNil(live) {
+			if s.liveNodes, err = NewNodes(live); err != nil {
+				return nil, err
+			}
 		}
-		if len(managerStates.order) >= maxManagerStates {
-			delete(managerStates.byKey, managerStates.order[0])
-			managerStates.order = managerStates.order[1:]
+		if s.claims, err = NewClaims(c); err != nil {
+			return nil, err
 		}
-		managerStates.byKey[key] = s
-		managerStates.order = append(managerStates.order, key)
-	}
-	return s, nil
+		if s.held, err = podsource.NewHeldEvents(podsource.HeldEventsOptions{Clock: h.Clock}); err != nil {
+			return nil, err
+		}
+		return s, nil
+	})
 }
 
 // NewChecker builds, from a manager, a Checker of the pods of namespace
@@ -136,11 +131,14 @@ func stateOf(mgr Manager, c client.Client) (*managerState, error) {
 // selector are required, and refused as NewPodSource refuses them.
 //
 // It is cheap enough to call in every reconcile. The checkers it builds
-// for one manager share their node and
+// for one manager (a pointer, or a struct compared by value; a Manager
+// that cannot be compared is told apart by its checkers' Health.Memory,
+// and refused without one) and one Health.Clock share their node and
 // claim readers, so that a cache that never syncs costs one read timeout
 // in all rather than one per reconcile, and the record of holds already
-// recorded, so that a hold gets one event rather than one per reconcile.
-// They should share a health.Memory in opts.Health.Memory too, so that
+// recorded, so that a hold gets one event rather than one per reconcile
+// (and again after podsource.DefaultHeldRepeat on Health.Clock). They
+// should share a health.Memory in opts.Health.Memory too, so that
 // what one checker deleted is not deleted again by the next.
 func NewChecker(mgr Manager, namespace string, selector labels.Selector, opts Options) (*health.Checker, error) {
 	if isNil(mgr) {
@@ -186,9 +184,9 @@ func newChecker(mgr Manager, c client.Client, source health.PodSource, deleter h
 	if !isNil(opts.EventRecorder) && !isNil(opts.CoreEventRecorder) {
 		return nil, errors.New("controllerruntime: NewChecker: both EventRecorder and CoreEventRecorder are set, and every event would be recorded twice: set one")
 	}
-	shared, err := stateOf(mgr, c)
+	shared, err := stateOf(mgr, c, h)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("controllerruntime: NewChecker: %w", err)
 	}
 	if !opts.NoNodeEvidence {
 		if h.Nodes == nil {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -102,3 +103,68 @@ func TestCheckersBuiltPerReconcileRecordAHoldOnce(t *testing.T) {
 		require.ErrorContains(t, err, "both EventRecorder and CoreEventRecorder")
 	})
 }
+
+// byValue is a Manager held by value, as a struct that wraps the clients
+// of a real manager would be.
+type byValue struct{ cache, live client.Client }
+
+func (m byValue) GetClient() client.Client    { return m.cache }
+func (m byValue) GetAPIReader() client.Reader { return m.live }
+
+// A Manager held by value is one manager too: its checkers, built per
+// check, record one event for a hold that lasts, and the next once
+// podsource.DefaultHeldRepeat has passed on Health.Clock, as with a
+// pointer. Before, each checker of a struct Manager got a record of its
+// own, and each check an event; and the repeat ran on the real clock.
+func TestAManagerHeldByValueSharesItsStateAndRepeatsOnHealthsClock(t *testing.T) {
+	// The clients a real manager hands out are pointers.
+	c := &struct{ client.Client }{apiServer(t, append(objects(heldStatefulPod(t)), loadNode(t, testutil.NodeLost))...)}
+	rec := &recordingRecorder{}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC))
+	check := func() {
+		t.Helper()
+		checker, err := crh.NewChecker(byValue{cache: c, live: c}, "default", registry, crh.Options{EventRecorder: rec, Health: health.Options{Clock: clk}})
+		require.NoError(t, err)
+		report, err := checker.CheckReport(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
+	}
+	for range 4 {
+		check()
+	}
+	require.Len(t, rec.recorded(), 1, "one event for one hold over four checks")
+	clk.SetTime(clk.Now().Add(podsource.DefaultHeldRepeat))
+	check()
+	require.Len(t, rec.recorded(), 2, "recorded again once the repeat passed on Health.Clock")
+}
+
+// A Manager that cannot be compared (it holds a client by value with
+// funcs in it, as an interceptor client is) is told apart by the Memory
+// its checkers share, and refused, with an error that says what to do,
+// when they share none: never a panic, never new state per checker.
+func TestAManagerThatCannotBeComparedIsToldApartByItsMemory(t *testing.T) {
+	c := apiServer(t, append(objects(heldStatefulPod(t)), loadNode(t, testutil.NodeLost))...)
+	mgr := uncomparable{cache: interceptor.NewClient(c, interceptor.Funcs{}), live: c, tags: map[string]string{}}
+	_, err := crh.NewChecker(mgr, "default", registry, crh.Options{})
+	require.ErrorContains(t, err, "cannot be told apart from another")
+	require.ErrorContains(t, err, "share a health.Memory in Options.Health.Memory")
+
+	rec, memory := &recordingRecorder{}, &health.Memory{}
+	for range 3 {
+		checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{EventRecorder: rec, Health: health.Options{Memory: memory}})
+		require.NoError(t, err)
+		_, err = checker.CheckReport(context.Background())
+		require.NoError(t, err)
+	}
+	require.Len(t, rec.recorded(), 1, "one event for one hold over three checks")
+}
+
+// uncomparable is a Manager held by value with a map in it.
+type uncomparable struct {
+	cache client.Client
+	live  client.Reader
+	tags  map[string]string
+}
+
+func (m uncomparable) GetClient() client.Client    { return m.cache }
+func (m uncomparable) GetAPIReader() client.Reader { return m.live }

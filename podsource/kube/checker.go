@@ -11,9 +11,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/nilcheck"
+	"github.com/podhealth/podhealth/internal/registry"
 	"github.com/podhealth/podhealth/podsource"
 )
 
@@ -68,6 +70,10 @@ type CheckerOptions struct {
 //
 // It is cheap enough to call in every reconcile; the checkers of one
 // operator should then share a health.Memory in opts.Health.Memory. The
+// checkers it builds over one client and one Health.Clock share their
+// record of holds already recorded as events (podsource.HeldEvents, its
+// repeat on that clock), so that a hold gets one event rather than one per
+// reconcile. The
 // requests it sends are those of PolicyRules, and of EvidencePolicyRules
 // for the nodes.
 func NewChecker(client kubernetes.Interface, pods corelisters.PodLister, namespace string, selector labels.Selector, opts CheckerOptions) (*health.Checker, error) {
@@ -98,13 +104,36 @@ func NewChecker(client kubernetes.Interface, pods corelisters.PodLister, namespa
 		}
 	}
 	if !isNil(opts.Recorder) {
-		events, err := NewEventObserver(opts.Recorder, EventObserverOptions{Object: opts.EventObject})
+		held, err := heldEventsOf(client, h.Clock)
+		if err != nil {
+			return nil, fmt.Errorf("kube: NewChecker: %w", err)
+		}
+		events, err := NewEventObserver(opts.Recorder, EventObserverOptions{Object: opts.EventObject, HeldEvents: held})
 		if err != nil {
 			return nil, err
 		}
 		h.Observer = health.MultiObserver(h.Observer, events)
 	}
 	return health.New(source, deleter, h)
+}
+
+// heldKey is what the checkers that share one record of holds have in
+// common: their client and their clock.
+type heldKey struct {
+	client kubernetes.Interface
+	clock  clock.PassiveClock
+}
+
+// helds are the records of holds of NewChecker's checkers, one per client
+// and clock, so that checkers built per reconcile record a hold once.
+var helds registry.Registry[heldKey, *podsource.HeldEvents]
+
+// heldEventsOf returns the record of holds that every checker over client
+// on clock (nil: the real clock) shares; its repeat runs on that clock.
+func heldEventsOf(client kubernetes.Interface, clk clock.PassiveClock) (*podsource.HeldEvents, error) {
+	return helds.Get(heldKey{client: client, clock: clk}, func() (*podsource.HeldEvents, error) {
+		return podsource.NewHeldEvents(podsource.HeldEventsOptions{Clock: clk})
+	})
 }
 
 // nodeEvidence fills in h's node evidence where it is nil.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil/informertest"
@@ -209,3 +210,33 @@ func TestNewCheckerWithARecorderAndAnObserverFeedsBoth(t *testing.T) {
 type observerFunc func(health.PodReport)
 
 func (f observerFunc) Observe(_ context.Context, r health.PodReport) { f(r) }
+
+// TestNewCheckerPerReconcileRecordsAHoldOnce builds a Checker per
+// reconcile, as NewChecker's doc allows, over one unchanged hold (a
+// StatefulSet pod on a lost node, without fencing evidence): the hold gets
+// one event, not one per reconcile, and the next once
+// podsource.DefaultHeldRepeat has passed on Health.Clock.
+func TestNewCheckerPerReconcileRecordsAHoldOnce(t *testing.T) {
+	pod := loadPod(t, podTaintEvicted)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts-uid", Controller: ptr.To(true)}}
+	client := fake.NewClientset(loadNode(t, "node-lost.json"), loadNode(t, "node-healthy.json"), pod)
+	lister := startPodInformer(t, client, "default")
+	recorder := record.NewFakeRecorder(10)
+	clk := clocktesting.NewFakePassiveClock(pod.DeletionTimestamp.Add(time.Minute))
+	memory := health.NewMemory(health.MemoryOptions{})
+	reconcile := func() {
+		t.Helper()
+		checker, err := kube.NewChecker(client, lister, "default", registry, kube.CheckerOptions{Recorder: recorder, Health: health.Options{Memory: memory, Clock: clk}})
+		require.NoError(t, err)
+		report, err := checker.CheckReport(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
+	}
+	for range 3 {
+		reconcile()
+	}
+	require.Len(t, recorder.Events, 1, "one event for one hold over three reconciles")
+	clk.SetTime(clk.Now().Add(podsource.DefaultHeldRepeat))
+	reconcile()
+	require.Len(t, recorder.Events, 2, "recorded again once the repeat passed on Health.Clock")
+}
