@@ -2,10 +2,12 @@ package fencing_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/podhealth/podhealth/fencing"
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/health/fencertest"
+	"github.com/podhealth/podhealth/podsource"
 	"github.com/podhealth/podhealth/podsource/fake"
 )
 
@@ -435,5 +438,49 @@ func TestAPodThatStatesTheLeaseProtocolIsHeldUntilItsLeaseProvesItStopped(t *tes
 			require.NoError(t, err)
 			require.Equal(t, health.ForceDeleted, report.Pods[0].Outcome, "its Lease proves it stopped")
 		})
+	}
+}
+
+// A pod that its Lease freed says so: its report carries the fencer's
+// proof (the fencer, what it proves, by which Lease, since when, on what
+// evidence), and its event and its log line name it, so that an admin does
+// not read the delete as one of a NotReady node alone.
+func TestAFencedDeleteNamesItsProofInTheReportTheEventAndTheLog(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(fenceStart)
+	pods := fake.New(fake.Options{}, evictedOn("pg-1", "n1", ownedByStatefulSet, selfFencing))
+	var lines []string
+	logger := funcr.NewJSON(func(obj string) { lines = append(lines, obj) }, funcr.Options{})
+	checker, err := health.New(pods, pods, health.Options{Nodes: fake.NewNodes(unreachableNode("n1")), Clock: clk, Logger: logger,
+		Fencers: []health.Fencer{newLeaseFencer(t, newLeases(lease("pg-1", fenceStart.Add(-3*time.Second), "1")))}})
+	require.NoError(t, err)
+	report, err := checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Nil(t, report.Pods[0].FencedBy, "held: no proof yet")
+	clk.SetTime(fenceStart.Add(report.RetryAfter))
+	report, err = checker.CheckReport(context.Background())
+	require.NoError(t, err)
+
+	got := report.Pods[0]
+	require.Equal(t, health.ForceDeleted, got.Outcome)
+	require.NotNil(t, got.FencedBy)
+	require.Equal(t, "lease", got.FencedBy.Fencer)
+	require.Equal(t, health.PodStopped, got.FencedBy.Proves)
+	require.Equal(t, "lease ns/pg", got.FencedBy.By)
+	require.Equal(t, fenceStart.Add(leaseWait), got.FencedBy.Since, "since its first sighting plus the wait")
+	require.Contains(t, got.FencedBy.Detail, "held by pg-1 unrenewed for")
+
+	event, ok := podsource.EventFor(got)
+	require.True(t, ok)
+	require.Contains(t, event.Message, "; fenced: fencer lease: lease ns/pg proves PodStopped since 2026-12-03T08:00:27Z: lease ns/pg held by pg-1 unrenewed for 27s")
+	require.True(t, strings.HasSuffix(event.Message, "; outcome ForceDeleted"), event.Message)
+
+	var deleted string
+	for _, l := range lines {
+		if strings.Contains(l, `"force-deleted pod"`) {
+			deleted = l
+		}
+	}
+	for _, kv := range []string{`"fencer":"lease"`, `"fencedBy":"lease ns/pg"`, `"proves":"PodStopped"`, `"fencedSince":"2026-12-03T08:00:27Z"`} {
+		require.Contains(t, deleted, kv, "the force delete's log line")
 	}
 }

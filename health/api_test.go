@@ -49,7 +49,11 @@ import (
 // Unwrap) and Options.Fencers. The fencers themselves live in package
 // fencing. AnnotationWriters to 186: an access mode says what the storage
 // allows, and only the workload can say how many writers it tolerates.
-const maxExported = 186
+// PodReport.FencedBy, Fence.Fencer and Fence.String to 189: a force
+// delete that a fencer's proof let go must say which proof, in the same
+// words in events, logs and the plugin, or an admin reads it as a delete
+// on a NotReady node alone.
+const maxExported = 189
 
 func TestPublicAPIStaysSmall(t *testing.T) {
 	names := exportedIdentifiers(t, ".")

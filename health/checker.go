@@ -208,7 +208,7 @@ func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod,
 			break
 		}
 		res := k.removeDead(pod, d.verdict)
-		k.finish(d.index, PodReport{Pod: pod, Verdict: d.verdict, Outcome: res.outcome, HeldBack: res.heldBack, Err: res.err})
+		k.finish(d.index, PodReport{Pod: pod, Verdict: d.verdict, Outcome: res.outcome, HeldBack: res.heldBack, FencedBy: res.fencedBy, Err: res.err})
 		if res.retryAfter > 0 {
 			k.getEvidence().retryIn(res.retryAfter) // into the report with the rules' waits
 		}

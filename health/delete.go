@@ -13,7 +13,8 @@ import (
 // result is what happened to one dead pod.
 type result struct {
 	outcome    Outcome
-	heldBack   Hold // why, when outcome is HeldBack
+	heldBack   Hold        // why, when outcome is HeldBack
+	fencedBy   *Fence // the fencer's proof that let it go, if one did
 	retryAfter time.Duration
 	err        error
 }
@@ -40,14 +41,15 @@ func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 	if !k.dryRun && k.memory.remembers(pod.UID, k.time()) {
 		return k.deletedEarlier(pod)
 	}
-	if hold, err := k.holdBack(pod, v); hold.Reason != NotHeld {
+	hold, proof, err := k.holdBack(pod, v)
+	if hold.Reason != NotHeld {
 		res := k.held(pod, v, hold)
 		res.err = err // evidence that could not be read: retry, it is no verdict
 		return res
 	}
 	if k.dryRun {
-		k.log.Info("would force-delete pod", podKeys(pod, v)...)
-		return result{outcome: WouldForceDelete}
+		k.log.Info("would force-delete pod", proofKeys(podKeys(pod, v), proof)...)
+		return result{outcome: WouldForceDelete, fencedBy: proof}
 	}
 
 	call, owner := k.memory.inflight.claim(pod.UID)
@@ -61,7 +63,9 @@ func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 		if call.res.outcome.removed() {
 			return k.deletedEarlier(pod)
 		}
-		return call.res
+		res := call.res
+		res.fencedBy = proof
+		return res
 	}
 	// Whatever happens from here on, a panic included, the claim is
 	// released and its waiters get a result.
@@ -76,7 +80,7 @@ func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 		res = k.deletedEarlier(pod) // another check finished it just now
 		return res
 	}
-	res = k.send(pod, v)
+	res = k.send(pod, v, proof)
 	return res
 }
 
@@ -88,7 +92,7 @@ func (k *check) deletedEarlier(pod *corev1.Pod) result {
 }
 
 // send spends the budget and sends the DELETE.
-func (k *check) send(pod *corev1.Pod, v Verdict) result {
+func (k *check) send(pod *corev1.Pod, v Verdict, proof *Fence) result {
 	if k.budget != nil {
 		// Charged when the DELETE is sent, on the clock of that moment, so
 		// that the budget holds in every window however long deletes take.
@@ -112,35 +116,53 @@ func (k *check) send(pod *corev1.Pod, v Verdict) result {
 	default:
 		res = result{outcome: DeleteFailed, err: &DeleteError{Pod: keyOf(pod), UID: pod.UID, Err: err}}
 	}
+	res.fencedBy = proof
 	if res.err != nil {
-		k.log.Error(res.err, "force delete failed", podKeys(pod, v)...)
+		k.log.Error(res.err, "force delete failed", proofKeys(podKeys(pod, v), proof)...)
 	} else {
-		k.log.Info("force-deleted pod", append(podKeys(pod, v), "outcome", res.outcome.String())...)
+		k.log.Info("force-deleted pod", proofKeys(append(podKeys(pod, v), "outcome", res.outcome.String()), proof)...)
 	}
 	return res
 }
 
+// proofKeys adds to a log line's keys the fencer's proof that let the pod
+// go, when one did.
+func proofKeys(keys []any, proof *Fence) []any {
+	if proof == nil {
+		return keys
+	}
+	keys = append(keys, "fencer", proof.Fencer, "fencedBy", proof.By, "proves", proof.Proves.String())
+	if !proof.Since.IsZero() {
+		keys = append(keys, "fencedSince", proof.Since.UTC().Format(time.RFC3339))
+	}
+	return append(keys, "fenceDetail", proof.Detail)
+}
+
 // holdBack returns why the pod's annotation, its malformed status, the
-// policy or the breaker keeps a dead pod; the zero Hold if nothing does.
+// policy or the breaker keeps a dead pod; the zero Hold if nothing does,
+// with the fencer's proof that let it go when it needed one.
 // The error, with a hold, is a read that failed on the way (a claim's,
 // wrapping ErrClaimUnavailable): the pod is held, and the check fails so
 // that its caller retries.
-func (k *check) holdBack(pod *corev1.Pod, v Verdict) (Hold, error) {
+func (k *check) holdBack(pod *corev1.Pod, v Verdict) (Hold, *Fence, error) {
 	if optedOut(pod) {
-		return Hold{Reason: HeldByAnnotation, Detail: AnnotationForceDelete + "=" + forceDeleteNever}, nil
+		return Hold{Reason: HeldByAnnotation, Detail: AnnotationForceDelete + "=" + forceDeleteNever}, nil, nil
 	}
 	if why := malformed(pod); why != "" {
-		return Hold{Reason: HeldMalformed, Detail: why}, nil
+		return Hold{Reason: HeldMalformed, Detail: why}, nil, nil
 	}
+	var proof *Fence
 	if !v.Fenced {
 		if why, err := k.policy.needsFencing(k.ctx, pod); why != "" {
-			proved, waiting, fenceErr := k.fence(pod, v)
+			var waiting string
+			var fenceErr error
+			proof, waiting, fenceErr = k.fence(pod, v)
 			switch {
-			case proved:
+			case proof != nil:
 			case waiting != "":
-				return Hold{Reason: HeldForFencing, Detail: why + "; " + waiting}, errors.Join(err, fenceErr)
+				return Hold{Reason: HeldForFencing, Detail: why + "; " + waiting}, nil, errors.Join(err, fenceErr)
 			default:
-				return Hold{Reason: HeldForFencing, Detail: why}, errors.Join(err, fenceErr)
+				return Hold{Reason: HeldForFencing, Detail: why}, nil, errors.Join(err, fenceErr)
 			}
 		}
 	}
@@ -149,10 +171,10 @@ func (k *check) holdBack(pod *corev1.Pod, v Verdict) (Hold, error) {
 			k.disruption = k.breaker.read(k.ctx)
 		}
 		if why := k.breaker.tripped(k.disruption, pod.Spec.NodeName); why != "" {
-			return Hold{Reason: HeldByBreaker, Detail: why}, nil
+			return Hold{Reason: HeldByBreaker, Detail: why}, nil, nil
 		}
 	}
-	return Hold{}, nil
+	return Hold{}, proof, nil
 }
 
 // held logs and returns the result of a dead pod held back.

@@ -55,6 +55,30 @@ type Fence struct {
 	// time alone (a wait that ends); zero when only an event can change
 	// it. It becomes the report's RetryAfter when it is the soonest.
 	RetryAfter time.Duration
+	// Fencer is the name of the fencer that answered, which the Checker
+	// fills in PodReport.FencedBy; a fencer need not set it.
+	Fencer string
+}
+
+// String says which fencer proved what, by whom, since when, and on what
+// evidence: "fencer lease: lease db/pg proves PodStopped since
+// 2026-12-05T08:00:27Z: …". Parts that are empty are left out.
+func (f Fence) String() string {
+	s := ""
+	if f.Fencer != "" {
+		s = "fencer " + f.Fencer + ": "
+	}
+	if f.By != "" {
+		s += f.By + " proves "
+	}
+	s += f.Proves.String()
+	if !f.Since.IsZero() {
+		s += " since " + f.Since.UTC().Format(time.RFC3339)
+	}
+	if f.Detail != "" {
+		s += ": " + f.Detail
+	}
+	return s
 }
 
 // FenceQuery is what a Checker asks a Fencer about one dead pod that needs
@@ -157,10 +181,10 @@ func (e *evidence) Forget(key string) { e.sightings.forget(fenceKey(e.asking, ke
 var _ Sightings = (*evidence)(nil)
 
 // fence asks the Checker's fencers whether pod's containers can no longer
-// run, and reports whether one proved it. Without proof, waiting joins
+// run, and returns the first proof. Without proof, waiting joins
 // what the fencers said they miss or await, and err joins a *FenceError
 // per fencer that failed; the soonest RetryAfter goes to the report.
-func (k *check) fence(pod *corev1.Pod, v Verdict) (proved bool, waiting string, err error) {
+func (k *check) fence(pod *corev1.Pod, v Verdict) (proof *Fence, waiting string, err error) {
 	ev := k.getEvidence()
 	state, node := ev.node(pod.Spec.NodeName)
 	q := FenceQuery{Pod: pod, Verdict: v, NodeState: state, Node: node, Sightings: ev}
@@ -179,13 +203,14 @@ func (k *check) fence(pod *corev1.Pod, v Verdict) (proved bool, waiting string, 
 			if len(errs) > 0 {
 				k.log.V(1).Info("fencers failed before another proved the pod fenced", append(podKeys(pod, v), "errors", errors.Join(errs...).Error())...)
 			}
-			return true, "", nil
+			fence.Fencer = name
+			return &fence, "", nil
 		default:
 			waiting = joinDetail(waiting, fence.Detail)
 			ev.retryIn(fence.RetryAfter)
 		}
 	}
-	return false, waiting, errors.Join(errs...)
+	return nil, waiting, errors.Join(errs...)
 }
 
 // joinDetail adds one fencer's detail to the others'; the common case of

@@ -82,6 +82,12 @@ type PodReport struct {
 	// HeldBack says why, when Outcome is HeldBack; the zero Hold
 	// otherwise.
 	HeldBack Hold
+	// FencedBy, when the pod needed fencing evidence and a fencer's proof
+	// let it go (ForceDeleted, WouldForceDelete, DeleteFailed...), is that
+	// proof, with Fence.Fencer naming the fencer. Nil otherwise, and for a
+	// verdict fenced by its own rule (Verdict.Fenced), whose reason says
+	// why.
+	FencedBy *Fence
 	// Err is the *DeleteError when Outcome is DeleteFailed; when Outcome is
 	// HeldBack, an error wrapping ErrClaimUnavailable (its claim could not
 	// be read), a *FenceError (a fencer failed) or ErrUnidentifiedPod (it

@@ -37,7 +37,9 @@ type Event struct {
 // EventFor returns the event for r, and false for an outcome that gets
 // none (NoAction, DeletedEarlier, BlockedByFinalizers, NotAttempted): each
 // force delete, or its refusal, is recorded once, not on every check that
-// meets the pod again.
+// meets the pod again. A force delete that a fencer's proof let go names
+// the proof (health.PodReport.FencedBy): the fencer, what it proves, by
+// whom, since when and on what evidence.
 func EventFor(r health.PodReport) (Event, bool) {
 	if r.Pod == nil {
 		return Event{}, false
@@ -58,8 +60,13 @@ func EventFor(r health.PodReport) (Event, bool) {
 	default:
 		return Event{}, false
 	}
-	e.Message = fmt.Sprintf("%s %s/%s (uid %s) on node %q: rule %s: %s; outcome %s",
-		e.Message, r.Pod.Namespace, r.Pod.Name, r.Pod.UID, r.Pod.Spec.NodeName, r.Verdict.Rule, r.Verdict.Reason, r.Outcome)
+	e.Message = fmt.Sprintf("%s %s/%s (uid %s) on node %q: rule %s: %s", e.Message, r.Pod.Namespace, r.Pod.Name, r.Pod.UID, r.Pod.Spec.NodeName, r.Verdict.Rule, r.Verdict.Reason)
+	if r.FencedBy != nil {
+		// The proof is why the pod could go: the verdict alone (a node
+		// that is not Ready) would have held it.
+		e.Message += "; fenced: " + r.FencedBy.String()
+	}
+	e.Message += "; outcome " + r.Outcome.String()
 	if r.Err != nil {
 		e.Message += ": " + r.Err.Error()
 	}

@@ -495,3 +495,35 @@ func expireLaterPageOnce(client *fake.Clientset, resource string, withToken bool
 	})
 	return expired
 }
+
+// A pod that a fencer's proof lets go says so: -o wide's REASON and -o
+// json's fencedBy name the proof, so that the delete is not read as one of
+// a NotReady node alone; a pod let go without one claims none. (The
+// plugin asks no fencer beyond the library's built-ins, whose evidence its
+// rules already name in the verdict, so the report here carries a proof
+// as a Checker with fencers hands it over.)
+func TestAFencedPodShowsItsProofInWideAndJSON(t *testing.T) {
+	f := loadFixtures(t)
+	pod := ownedByStatefulSet(f.taintEvicted, "db")
+	proof := &health.Fence{Fencer: "lease", Proves: health.PodStopped, By: "lease default/db", Detail: "unrenewed for 27s"}
+	report := health.PodReport{Pod: pod, Verdict: health.Verdict{State: health.Dead, Rule: health.RuleTaintEvicted, Reason: "node node-lost is not Ready"},
+		Outcome: health.WouldForceDelete, FencedBy: proof}
+	row := describe(report, nodeView{state: "NotReady since 5m"})
+	require.Equal(t, "fencer lease: lease default/db proves PodStopped: unrenewed for 27s", row.FencedBy)
+
+	var out strings.Builder
+	o := &options{streams: IOStreams{Out: &out, ErrOut: &out}, output: "wide"}
+	require.NoError(t, o.print(&PodHealthList{Items: []PodHealth{row}}, &out, ""))
+	require.Contains(t, out.String(), "node node-lost is not Ready; fenced: fencer lease: lease default/db proves PodStopped: unrenewed for 27s")
+	out.Reset()
+	o.output = "json"
+	require.NoError(t, o.print(&PodHealthList{Items: []PodHealth{row}}, &out, ""))
+	require.Contains(t, out.String(), `"fencedBy": "fencer lease: lease default/db proves PodStopped: unrenewed for 27s"`)
+
+	report.Outcome = health.ForceDeleted
+	require.Equal(t, "force-deleted; fenced: fencer lease: lease default/db proves PodStopped: unrenewed for 27s", resultText(report))
+
+	js := decode(t, run(t, newClient(t, f.nodeHealthy, f.nodeLost, f.taintEvicted), runOptions{}, "-o", "json").stdout)
+	require.Len(t, js.Items, 1)
+	require.Empty(t, js.Items[0].FencedBy, "a stateless pod needs no proof, and none is claimed")
+}

@@ -22,7 +22,7 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "Verdict", Type: "string"},
 	{Name: "Rule", Type: "string"},
 	{Name: "Action", Type: "string"},
-	{Name: "Reason", Type: "string", Priority: 1},
+	{Name: "Reason", Type: "string", Priority: 1}, // and the fencer's proof
 	{Name: "Held Back", Type: "string", Priority: 1},
 	{Name: "Hint", Type: "string", Priority: 1},
 }
@@ -38,10 +38,20 @@ func table(list *PodHealthList) *metav1.Table {
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
 			r.Namespace, r.Name, node, r.NodeState, r.Verdict, orNone(r.Rule), actionText(r),
-			orNone(r.Reason), orNone(r.HeldBack), orNone(r.Hint),
+			orNone(reasonText(r)), orNone(r.HeldBack), orNone(r.Hint),
 		}})
 	}
 	return t
+}
+
+// reasonText is the REASON column: the rule's evidence, and the fencer's
+// proof that lets the pod go when one does, so that a force delete is not
+// read as one of a NotReady node alone.
+func reasonText(r PodHealth) string {
+	if r.FencedBy == "" {
+		return r.Reason
+	}
+	return r.Reason + "; fenced: " + r.FencedBy
 }
 
 func orNone(s string) string {

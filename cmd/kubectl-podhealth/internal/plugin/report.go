@@ -67,6 +67,10 @@ type PodHealth struct {
 	Reason string `json:"reason,omitempty"`
 	// Action is one of the Action constants.
 	Action string `json:"action"`
+	// FencedBy, when the pod needs fencing evidence and a fencer's proof
+	// lets it go, says which: the fencer, what it proves, by whom, since
+	// when, on what evidence (health.Fence.String).
+	FencedBy string `json:"fencedBy,omitempty"`
 	// HeldBack says why, when Action is held back or refused.
 	HeldBack string `json:"heldBack,omitempty"`
 	// HeldBackReason is the library's reason type (health.HoldReason),
@@ -195,6 +199,9 @@ func describe(r health.PodReport, node nodeView) PodHealth {
 	if p.Spec.NodeName == "" {
 		row.NodeState = "-"
 	}
+	if r.FencedBy != nil {
+		row.FencedBy = r.FencedBy.String()
+	}
 	switch {
 	case r.Outcome == health.WouldForceDelete:
 		row.Action = ActionForceDelete
@@ -281,6 +288,9 @@ func shortHint(reason health.HoldReason) string {
 func resultText(r health.PodReport) string {
 	switch r.Outcome {
 	case health.ForceDeleted:
+		if r.FencedBy != nil {
+			return "force-deleted; fenced: " + r.FencedBy.String()
+		}
 		return "force-deleted"
 	case health.WasAlreadyGone:
 		return "already gone"
