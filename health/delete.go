@@ -13,7 +13,7 @@ import (
 // result is what happened to one dead pod.
 type result struct {
 	outcome    Outcome
-	heldBack   Hold        // why, when outcome is HeldBack
+	heldBack   Hold   // why, when outcome is HeldBack
 	fencedBy   *Fence // the fencer's proof that let it go, if one did
 	retryAfter time.Duration
 	err        error

@@ -126,7 +126,7 @@ func stripNode(node *corev1.Node) *corev1.Node {
 		},
 		// The provider ID tells health.ShutdownTaintOf whose word a
 		// shutdown taint is.
-		Spec:   corev1.NodeSpec{Taints: node.Spec.Taints, ProviderID: node.Spec.ProviderID},
+		Spec: corev1.NodeSpec{Taints: node.Spec.Taints, ProviderID: node.Spec.ProviderID},
 		// The addresses tell fencing.NetworkFenceFencer which fences
 		// cover the node.
 		Status: corev1.NodeStatus{Conditions: node.Status.Conditions, Addresses: node.Status.Addresses},
