@@ -131,7 +131,11 @@ func TestScenarioFencingEvidenceOfTheWorkloadAndTheStorage(t *testing.T) {
 	})
 	t.Run("the storage's network fence", func(t *testing.T) {
 		t.Parallel()
-		record(runNetworkFence(sub(t), t, cp))
+		record(runNetworkFence(sub(t), t, cp, networkFence{namespace: ns, prefix: "nf"}))
+	})
+	t.Run("podhealth-controller --network-fence-driver", func(t *testing.T) {
+		t.Parallel()
+		record(runNetworkFence(sub(t), t, cp, networkFence{namespace: "fencers-nf-controller", prefix: "nfc", controller: true}))
 	})
 }
 
@@ -540,7 +544,9 @@ func installNetworkFences(ctx context.Context, t *testing.T, d dynamic.Interface
 			}},
 		},
 	}}
-	if _, err := d.Resource(networkFenceCRD).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	// The library's and the controller's scenarios install it, whichever
+	// runs first.
+	if _, err := d.Resource(networkFenceCRD).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	if err := pollUntil(ctx, func() bool {
@@ -571,22 +577,50 @@ func putNetworkFence(ctx context.Context, t *testing.T, d dynamic.Interface, nam
 	}
 }
 
+// networkFenceLabel opts a namespace in for the network-fence scenario's
+// podhealth-controller.
+const networkFenceLabel = "e2e.podhealth.io/network-fence"
+
+// networkFence says how a network-fence scenario runs: in which
+// namespace, with which prefix for its nodes and fences (and their
+// addresses), and whether podhealth-controller --network-fence-driver is
+// its checker rather than an operator's library Checker.
+type networkFence struct {
+	namespace, prefix string
+	controller        bool
+}
+
 // runNetworkFence fails two nodes of StatefulSet pods: the storage fences
 // the first; the second's fence is withdrawn (Unfenced, with the success
 // of its earlier fence still in its status).
-func runNetworkFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane) string {
+func runNetworkFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane, how networkFence) string {
 	c := cp.Client()
 	d, err := dynamic.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	installNetworkFences(ctx, t, d)
-	fenced, withdrawn := cp.AddNode(ctx, "nf-node-fenced"), cp.AddNode(ctx, "nf-node-withdrawn")
+	ns := how.namespace
+	if how.controller {
+		// This scenario's podhealth-controller acts in namespaces labelled
+		// so, and the --fence-lease scenario's (podhealth.io/enabled) not
+		// in this one.
+		if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{networkFenceLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each scenario's nodes have addresses of their own: 10.0.0.11 and .12
+	// for the library's, .21 and .22 for the controller's.
+	subnet := 10
+	if how.controller {
+		subnet = 20
+	}
+	fenced, withdrawn := cp.AddNode(ctx, how.prefix+"-node-fenced"), cp.AddNode(ctx, how.prefix+"-node-withdrawn")
 	for i, n := range []*harness.Node{fenced, withdrawn} {
 		if _, err := harness.WaitForNode(ctx, c, n.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
 			t.Fatal(err)
 		}
-		patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.%d"}]}}`, 11+i)
+		patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.%d"}]}}`, subnet+1+i)
 		if _, err := c.CoreV1().Nodes().Patch(ctx, n.Name(), types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 			t.Fatal(err)
 		}
@@ -601,7 +635,10 @@ func runNetworkFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	}
 	onFenced := cp.CreatePod(ctx, pod("db-0", fenced.Name()))
 	onWithdrawn := cp.CreatePod(ctx, pod("db-1", withdrawn.Name()))
-	putNetworkFence(ctx, t, d, "withdrawn", "10.0.0.12/32", "Unfenced", "fencing operation successful")
+	putNetworkFence(ctx, t, d, how.prefix+"-withdrawn", fmt.Sprintf("10.0.0.%d/32", subnet+2), "Unfenced", "fencing operation successful")
+	if how.controller {
+		return runNetworkFenceController(ctx, t, cp, d, how, onFenced, onWithdrawn, fenced, withdrawn, subnet)
+	}
 
 	selector := labels.SelectorFromSet(group)
 	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
@@ -639,7 +676,7 @@ func runNetworkFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 			t.Fatalf("%s without a fenced NetworkFence: %v", p.Name, err)
 		}
 	}
-	putNetworkFence(ctx, t, d, "fenced", "10.0.0.11/32", "Fenced", "fencing operation successful")
+	putNetworkFence(ctx, t, d, how.prefix+"-fenced", fmt.Sprintf("10.0.0.%d/32", subnet+1), "Fenced", "fencing operation successful")
 	fencedAt := time.Now()
 	if _, err := harness.WaitForPod(ctx, c, ns, onFenced.Name, harness.PodGone); err != nil {
 		t.Fatalf("the pod of the fenced node: %v", err)
@@ -662,6 +699,79 @@ func runNetworkFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 		t.Errorf("check failed: %v", err)
 	}
 	return fmt.Sprintf("| a StatefulSet pod on a node the storage fenced (a csi-addons NetworkFence, `Succeeded`; checks every 1 s) | force-deleted %v after the fence's status said so; the pod whose fence was withdrawn (`Unfenced`, an earlier fence's success left in its status) held |", figSec(gone))
+}
+
+// runNetworkFenceController is runNetworkFence's second half with
+// podhealth-controller as the checker, run as an admin runs it (less its
+// RBAC: the test's kubeconfig) with --network-fence-driver: the fenced
+// node's pod goes, and the withdrawn fence's pod is held, with an event
+// that says why. Its node cache is the one whose transform must keep the
+// nodes' addresses.
+func runNetworkFenceController(ctx context.Context, t *testing.T, cp *harness.ControlPlane, d dynamic.Interface, how networkFence, onFenced, onWithdrawn *corev1.Pod, fenced, withdrawn *harness.Node, subnet int) string {
+	c := cp.Client()
+	ns := how.namespace
+	// Its Breaker would stop it while the other scenarios' nodes are down
+	// too: that is not what this measures.
+	cp.StartController(t, bins, "network-fence", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--network-fence-driver=rbd.csi.ceph.com", "--namespace-selector="+networkFenceLabel+"=true", "--breaker-min-unhealthy=10")
+	fenced.Fail()
+	withdrawn.Fail()
+	for _, p := range []*corev1.Pod{onFenced, onWithdrawn} {
+		if _, err := harness.WaitForPod(ctx, c, ns, p.Name, taintEvicted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []*corev1.Pod{onFenced, onWithdrawn} {
+		if _, err := harness.ConsistentlyPod(ctx, c, ns, p.Name, 4*time.Second, taintEvicted); err != nil {
+			t.Fatalf("%s without a fenced NetworkFence: %v", p.Name, err)
+		}
+	}
+	putNetworkFence(ctx, t, d, how.prefix+"-fenced", fmt.Sprintf("10.0.0.%d/32", subnet+1), "Fenced", "fencing operation successful")
+	fencedAt := time.Now()
+	if _, err := harness.WaitForPod(ctx, c, ns, onFenced.Name, harness.PodGone); err != nil {
+		t.Fatalf("the pod of the fenced node: %v", err)
+	}
+	gone := time.Since(fencedAt)
+	if _, err := harness.ConsistentlyPod(ctx, c, ns, onWithdrawn.Name, 3*time.Second, taintEvicted); err != nil {
+		t.Fatalf("the pod whose fence was withdrawn: %v", err)
+	}
+	// The force delete's event names the proof, not the NotReady node
+	// alone.
+	var deleted string
+	if err := pollUntil(ctx, func() bool {
+		list, err := c.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, e := range list.Items {
+			if e.Reason == podsource.ReasonForceDeleted && e.Related != nil && e.Related.Name == onFenced.Name {
+				deleted = e.Note
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no %s event for %s: %v", podsource.ReasonForceDeleted, onFenced.Name, err)
+	}
+	if want := fmt.Sprintf("fenced: fencer network-fence: network fence %s-fenced proves NodeStopped", how.prefix); !strings.Contains(deleted, want) {
+		t.Errorf("the force delete's event does not name its proof (%q): %s", want, deleted)
+	} else {
+		t.Logf("deleted: %s", deleted)
+	}
+	var why string
+	if err := pollUntil(ctx, func() bool {
+		for _, e := range heldEvents(ctx, t, c, ns) {
+			if e.Related != nil && e.Related.Name == onWithdrawn.Name && strings.Contains(e.Note, `is fenceState "Unfenced"`) {
+				why = e.Note
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no event holds the withdrawn fence's pod for its fence: %v; events %v", err, heldEvents(ctx, t, c, ns))
+	}
+	t.Logf("held: %s", why)
+	return fmt.Sprintf("| the same through podhealth-controller `--network-fence-driver` (its node cache, re-checking every 30 s) | force-deleted %v after the fence's status said so; the withdrawn fence's pod held, its event naming the `Unfenced` fence |", figSec(gone))
 }
 
 // fencersChecker is an operator's Checker of the pods of namespace that
