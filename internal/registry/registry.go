@@ -19,11 +19,11 @@ type Registry[K comparable, V any] struct {
 	order []K
 }
 
-// Get returns the state of key, made by make on first use. A key that
+// Get returns the state of key, made by build on first use. A key that
 // holds a value of a type that cannot be compared (a struct with a map, a
 // slice or a func in it) is refused with an error, never a panic: its
 // state could not be found again.
-func (r *Registry[K, V]) Get(key K, make func() (V, error)) (V, error) {
+func (r *Registry[K, V]) Get(key K, build func() (V, error)) (V, error) {
 	var zero V
 	if err := Comparable(key); err != nil {
 		return zero, err
@@ -33,7 +33,7 @@ func (r *Registry[K, V]) Get(key K, make func() (V, error)) (V, error) {
 	if v, ok := r.byKey[key]; ok {
 		return v, nil
 	}
-	v, err := make()
+	v, err := build()
 	if err != nil {
 		return zero, err
 	}

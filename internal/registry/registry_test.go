@@ -20,21 +20,21 @@ type withMap struct{ m map[string]int }
 func TestGetMakesStateOncePerKeyAndForgetsTheOldestPastItsCapacity(t *testing.T) {
 	var r registry.Registry[key, *int]
 	made := 0
-	make := func() (*int, error) { made++; v := made; return &v, nil }
+	build := func() (*int, error) { made++; v := made; return &v, nil }
 	client := &struct{ name string }{"a"}
-	first, err := r.Get(key{client: client}, make)
+	first, err := r.Get(key{client: client}, build)
 	require.NoError(t, err)
-	again, err := r.Get(key{client: client}, make)
+	again, err := r.Get(key{client: client}, build)
 	require.NoError(t, err)
 	require.Same(t, first, again, "one key, one state")
 	require.Equal(t, 1, made)
 
 	for i := range registry.DefaultCapacity {
-		_, err := r.Get(key{n: i + 1}, make)
+		_, err := r.Get(key{n: i + 1}, build)
 		require.NoError(t, err)
 	}
 	require.Equal(t, registry.DefaultCapacity, r.Len(), "bounded")
-	anew, err := r.Get(key{client: client}, make)
+	anew, err := r.Get(key{client: client}, build)
 	require.NoError(t, err)
 	require.NotSame(t, first, anew, "the oldest key was forgotten for room")
 }

@@ -2,7 +2,6 @@ package controllerruntime
 
 import (
 	"errors"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -81,8 +80,9 @@ type managerState struct {
 // compared by value, so that a Manager held by value finds its state
 // again; or, for a Manager that cannot be compared (it holds a client by
 // value with funcs in it, as an interceptor client is), the health.Memory
-// its checkers share. And the checkers' clock, on which the record of
-// holds measures its repeat.
+// its checkers share (without one, a checker keeps its state to itself).
+// And the checkers' clock, on which the record of holds measures its
+// repeat.
 type managerKey struct {
 	owner any
 	clock clock.PassiveClock
@@ -95,15 +95,8 @@ var managerStates registry.Registry[managerKey, *managerState]
 // stateOf returns the state that mgr's checkers with options h share,
 // making it on first use.
 func stateOf(mgr Manager, c client.Client, h health.Options) (*managerState, error) {
-	key := managerKey{owner: mgr, clock: h.Clock}
-	if err := registry.Comparable(key); err != nil {
-		if h.Memory == nil {
-			return nil, fmt.Errorf("%w; or share a health.Memory in Options.Health.Memory, by which checkers built per reconcile then share their state", err)
-		}
-		key.owner = h.Memory
-	}
 	live := mgr.GetAPIReader()
-	return managerStates.Get(key, func() (*managerState, error) {
+	build := func() (*managerState, error) {
 		s := &managerState{}
 		var err error
 		if s.nodes, err = NewNodes(c); err != nil {
@@ -121,7 +114,18 @@ func stateOf(mgr Manager, c client.Client, h health.Options) (*managerState, err
 			return nil, err
 		}
 		return s, nil
-	})
+	}
+	key := managerKey{owner: mgr, clock: h.Clock}
+	if registry.Comparable(key) != nil {
+		if h.Memory == nil {
+			// Nothing this checker is built with outlives it: like a
+			// Checker with a Memory of its own, it keeps its state to
+			// itself.
+			return build()
+		}
+		key.owner = h.Memory
+	}
+	return managerStates.Get(key, build)
 }
 
 // NewChecker builds, from a manager, a Checker of the pods of namespace
@@ -132,9 +136,8 @@ func stateOf(mgr Manager, c client.Client, h health.Options) (*managerState, err
 //
 // It is cheap enough to call in every reconcile. The checkers it builds
 // for one manager (a pointer, or a struct compared by value; a Manager
-// that cannot be compared is told apart by its checkers' Health.Memory,
-// and refused without one) and one Health.Clock share their node and
-// claim readers, so that a cache that never syncs costs one read timeout
+// that cannot be compared is told apart by its checkers' Health.Memory)
+// and one Health.Clock share their node and claim readers, so that a cache that never syncs costs one read timeout
 // in all rather than one per reconcile, and the record of holds already
 // recorded, so that a hold gets one event rather than one per reconcile
 // (and again after podsource.DefaultHeldRepeat on Health.Clock). They
@@ -186,7 +189,7 @@ func newChecker(mgr Manager, c client.Client, source health.PodSource, deleter h
 	}
 	shared, err := stateOf(mgr, c, h)
 	if err != nil {
-		return nil, fmt.Errorf("controllerruntime: NewChecker: %w", err)
+		return nil, err
 	}
 	if !opts.NoNodeEvidence {
 		if h.Nodes == nil {

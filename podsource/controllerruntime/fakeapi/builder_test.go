@@ -2,6 +2,7 @@ package fakeapi_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 
@@ -93,3 +94,61 @@ func TestNewClientFromRefusesWhatCannotWork(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// The operator's own Delete interceptor sees every delete that passes the
+// UID precondition, with the options it was sent with, and what it answers
+// is the answer: an injected error leaves the pod as it was, whether it is
+// the grace-0 delete of a pod already Terminating (the dead pod, exactly),
+// a graceful delete of a running pod on a node, or a grace-0 delete of
+// one. Before, the first was finished with an Update that never reached
+// the interceptor, and the others reached it without their options.
+func TestTheOperatorsDeleteInterceptorSeesEveryDeleteWithItsOptions(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		seed     *corev1.Pod
+		grace    int64
+		goneOnOK bool // removed when the interceptor lets the delete through
+	}{
+		{"grace 0 of a Terminating pod", terminating(pod("dead", "lost")), 0, true},
+		{"graceful delete of a running pod on a node", pod("running", "n1"), 30, false},
+		{"grace 0 of a running pod", pod("forced", "n1"), 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var seen []client.DeleteOptions
+			fail := true
+			builder := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+					seen = append(seen, *(&client.DeleteOptions{}).ApplyOptions(opts))
+					if fail {
+						return apierrors.NewInternalError(errors.New("injected"))
+					}
+					return c.Delete(ctx, obj, opts...)
+				}})
+			c, err := fakeapi.NewClientFrom(builder, tt.seed)
+			require.NoError(t, err)
+			before, err := get(t, c, tt.seed.Name)
+			require.NoError(t, err)
+			uid := before.UID
+
+			err = c.Delete(context.Background(), before, client.GracePeriodSeconds(tt.grace), client.Preconditions{UID: &uid})
+			require.True(t, apierrors.IsInternalError(err), "the injected error is the answer: %v", err)
+			require.Len(t, seen, 1)
+			require.Equal(t, tt.grace, *seen[0].GracePeriodSeconds, "the interceptor sees the grace period sent")
+			require.Equal(t, uid, *seen[0].Preconditions.UID, "the interceptor sees the UID precondition sent")
+			after, err := get(t, c, tt.seed.Name)
+			require.NoError(t, err, "a failed delete removes nothing")
+			require.Equal(t, before.DeletionTimestamp == nil, after.DeletionTimestamp == nil, "a failed delete marks nothing")
+
+			fail = false
+			require.NoError(t, c.Delete(context.Background(), after, client.GracePeriodSeconds(tt.grace), client.Preconditions{UID: &uid}))
+			after, err = get(t, c, tt.seed.Name)
+			if tt.goneOnOK {
+				require.True(t, apierrors.IsNotFound(err), "removed: %v", err)
+				return
+			}
+			require.NoError(t, err)
+			require.NotNil(t, after.DeletionTimestamp, "a graceful delete of a pod on a node leaves it Terminating")
+			require.Empty(t, after.Finalizers, "the hidden finalizer does not show")
+		})
+	}
+}

@@ -38,7 +38,15 @@
 // NewClient builds the fake client over client-go's scheme. NewClientFrom
 // wraps an operator's own fake.ClientBuilder instead, keeping its scheme
 // and custom resources, field indexes (a List by an owner index works),
-// status subresources and interceptors.
+// status subresources and interceptors. The builder's interceptors sit
+// beneath this package's: its Delete interceptor sees every delete that
+// passes the UID precondition, once, with the options it was sent with
+// (the grace period, the precondition), and an error it returns is the
+// answer, with nothing removed or marked; a delete refused for its UID
+// precondition is answered before it, as an API server refuses it before
+// any admission. The hidden finalizer is added (a graceful delete of a
+// pod on a node) and removed (a grace-0 delete) with Updates that its
+// Update interceptor sees too.
 //
 // What it does not do: the deletionTimestamp of a graceful delete is the
 // time of the delete, not that time plus the grace period, and

@@ -155,6 +155,7 @@ func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Obje
 		return c.Delete(ctx, obj, opts...)
 	}
 	own := ownFinalizers(pod)
+	hidden := hasFinalizer(pod, Finalizer)
 	grace := int64(defaultGracePeriod)
 	if pod.Spec.TerminationGracePeriodSeconds != nil {
 		grace = *pod.Spec.TerminationGracePeriodSeconds
@@ -162,24 +163,50 @@ func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Obje
 	if do.GracePeriodSeconds != nil {
 		grace = *do.GracePeriodSeconds
 	}
-	if pod.DeletionTimestamp != nil {
-		// Already Terminating: a delete with grace 0 finishes it, unless
-		// finalizers of its own hold it; any other delete changes nothing.
-		if grace == 0 && len(own) == 0 && len(own) != len(pod.Finalizers) {
-			pod.Finalizers = nil
-			return c.Update(ctx, pod) // the fake removes it: deletionTimestamp and no finalizers
-		}
-		return nil
-	}
-	if grace != 0 && pod.Spec.NodeName != "" {
-		// A graceful delete of a pod on a node waits for its kubelet,
-		// which, on a lost node, never answers.
+	// A graceful delete of a pod on a node waits for its kubelet, which, on
+	// a lost node, never answers: the hidden finalizer makes the fake client
+	// mark the pod rather than remove it.
+	added := false
+	if pod.DeletionTimestamp == nil && grace != 0 && pod.Spec.NodeName != "" && !hidden {
 		pod.Finalizers = append(pod.Finalizers, Finalizer)
 		if err := c.Update(ctx, pod); err != nil {
 			return err
 		}
+		added = true
 	}
-	return c.Delete(ctx, pod)
+	// The delete itself, with the caller's options, so that the builder's
+	// own interceptors see it as sent (and may fail it). The fake client
+	// removes a pod without finalizers, and marks one with some; on a
+	// Terminating pod it changes nothing.
+	if err := c.Delete(ctx, obj, opts...); err != nil {
+		if added {
+			s.dropHidden(ctx, c, obj) // the delete did not happen: nor does its mark
+		}
+		return err
+	}
+	// A delete with grace 0 finishes the pod's deletion, unless finalizers
+	// of its own hold it: the hidden one goes, and the fake client removes
+	// a pod that has a deletionTimestamp and no finalizers.
+	if grace == 0 && hidden && len(own) == 0 {
+		return s.dropHidden(ctx, c, obj)
+	}
+	return nil
+}
+
+// dropHidden removes Finalizer from the stored object at obj's key.
+func (s *server) dropHidden(ctx context.Context, c client.WithWatch, obj client.Object) error {
+	current, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return nil
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !hasFinalizer(current, Finalizer) {
+		return nil
+	}
+	hide(current)
+	return c.Update(ctx, current)
 }
 
 // hide removes Finalizer from obj's finalizers.
