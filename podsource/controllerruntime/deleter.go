@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -58,6 +59,12 @@ func NewDeleter(writer client.Writer, namespace string, selector labels.Selector
 // deleted, NotFound when it was gone already, Conflict when a newer pod
 // holds its name.
 //
+// A Deleter of NewOwnedDeleter also sends the pod's resourceVersion as a
+// precondition: a pod that changed since it was listed (another controller
+// adopted it, its owner released it) is not deleted, and the Conflict
+// comes back as a *podsource.OutOfScopeError, not as a Conflict (which a
+// Checker takes for a newer pod holding the name).
+//
 // A nil pod, a pod outside the Deleter's scope and a pod without a name or
 // a UID are refused with an error and no request; so is any pod when ctx
 // is done. ForceDelete never changes pod: it deletes a new object that
@@ -82,7 +89,22 @@ func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
 	// object it is given, and pod may be a cache's own.
 	target := &corev1.Pod{}
 	target.Namespace, target.Name = pod.Namespace, pod.Name
-	if err := d.writer.Delete(ctx, target, deleteOptions(pod)); err != nil {
+	opts := deleteOptions(pod)
+	if d.owner != "" && pod.ResourceVersion != "" {
+		// The owner was judged on the pod as listed; the resourceVersion
+		// precondition makes the API server refuse the delete if the live
+		// pod changed since (another controller adopted it, say), so that
+		// the owner, and the fencing policy that reads it, are judged on
+		// the object deleted.
+		opts.Preconditions.ResourceVersion = &pod.ResourceVersion
+	}
+	if err := d.writer.Delete(ctx, target, opts); err != nil {
+		if opts.Preconditions.ResourceVersion != nil && apierrors.IsConflict(err) {
+			// Not NameReused: the pod may still be there, changed. The
+			// next check judges it again from a fresher list.
+			return &podsource.OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace,
+				Reason: fmt.Sprintf("the live pod is not the one listed (resourceVersion %s): it changed since, and may no longer be controlled by the deleter's owner (uid %s), or a newer pod holds its name: %v", pod.ResourceVersion, d.owner, err)}
+		}
 		return fmt.Errorf("controllerruntime: DELETE pod %s/%s with grace period 0 and UID precondition: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil

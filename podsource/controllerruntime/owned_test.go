@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
 	"github.com/podhealth/podhealth/podsource"
 	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
@@ -131,4 +132,58 @@ func TestOwnedScopesRefuseOwnersTheyCannotMatch(t *testing.T) {
 	var typedNil *metav1.PartialObjectMetadata
 	_, err = crh.NewOwnedDeleter(c, typedNil)
 	require.ErrorContains(t, err, "nil owner")
+}
+
+// A pod that another controller adopts after the list is judged on the
+// live object: the owned Deleter's DELETE carries the listed pod's
+// resourceVersion, so the API server refuses it once the pod changed, and
+// the Checker reports a failed delete (judged again next time), not a
+// newer pod holding the name. The pod stays. A pod unchanged since the
+// list goes.
+func TestAPodAdoptedAfterTheListIsNotForceDeletedByTheOwnedDeleter(t *testing.T) {
+	dead := instance(t, testutil.PodTaintEvicted, "pg-1", "pg", "pg-uid")
+	c := operatorClient(t, dead, loadNode(t, testutil.NodeLost), loadNode(t, testutil.NodeHealthy))
+	source, err := crh.NewOwnedPodSource(c, instanceOwner, byOwner)
+	require.NoError(t, err)
+	deleter, err := crh.NewOwnedDeleter(c, instanceOwner)
+	require.NoError(t, err)
+	listed, err := source.ListPods(context.Background())
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+
+	// Between the list and the delete, another controller adopts it.
+	var live corev1.Pod
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(dead), &live))
+	live.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "other", UID: "other-uid", Controller: ptr.To(true)}}
+	require.NoError(t, c.Update(context.Background(), &live))
+
+	checker, err := health.New(health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return listed, nil }), deleter,
+		health.Options{Nodes: crhNodes(t, c)})
+	require.NoError(t, err)
+	report, err := checker.CheckReport(context.Background())
+	require.Error(t, err)
+	require.Equal(t, health.DeleteFailed, report.Pods[0].Outcome, "not NameReused: the pod may still be there")
+	var scope *podsource.OutOfScopeError
+	require.ErrorAs(t, err, &scope)
+	require.Contains(t, scope.Reason, "the live pod is not the one listed")
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(dead), &live), "the adopted pod stays")
+
+	// Unchanged since the list: deleted.
+	unchanged := instance(t, testutil.PodTaintEvicted, "pg-2", "pg", "pg-uid")
+	c = operatorClient(t, unchanged)
+	deleter, err = crh.NewOwnedDeleter(c, instanceOwner)
+	require.NoError(t, err)
+	var fresh corev1.Pod
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(unchanged), &fresh))
+	require.NotEmpty(t, fresh.ResourceVersion)
+	require.NoError(t, deleter.ForceDelete(context.Background(), &fresh))
+	err = c.Get(context.Background(), client.ObjectKeyFromObject(unchanged), &fresh)
+	require.True(t, apierrors.IsNotFound(err), "%v", err)
+}
+
+func crhNodes(t *testing.T, c client.Reader) health.NodeGetter {
+	t.Helper()
+	nodes, err := crh.NewNodes(c)
+	require.NoError(t, err)
+	return nodes
 }

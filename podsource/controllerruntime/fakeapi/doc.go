@@ -20,8 +20,8 @@
 // sigs.k8s.io/controller-runtime/pkg/client/interceptor) that return the
 // API server's own errors (k8s.io/apimachinery/pkg/api/errors):
 //
-//   - a delete whose UID precondition does not match the stored object is
-//     refused with a Conflict and changes nothing;
+//   - a delete whose UID or resourceVersion precondition does not match
+//     the stored object is refused with a Conflict and changes nothing;
 //   - an object may be seeded with a deletionTimestamp and no finalizers:
 //     the client keeps it with a finalizer of its own (Finalizer) that Get
 //     and List never show, and that an Update keeps, so that a Get then

@@ -150,6 +150,15 @@ func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Obje
 			fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). "+
 				"The object might have been deleted and then recreated", *do.Preconditions.UID, current.GetUID()))
 	}
+	if do.Preconditions != nil && do.Preconditions.ResourceVersion != nil && *do.Preconditions.ResourceVersion != current.GetResourceVersion() {
+		gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+		if err != nil {
+			return err
+		}
+		return apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, obj.GetName(),
+			fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). "+
+				"The object might have been modified", *do.Preconditions.ResourceVersion, current.GetResourceVersion()))
+	}
 	pod, isPod := current.(*corev1.Pod)
 	if !isPod {
 		return c.Delete(ctx, obj, opts...)
