@@ -771,7 +771,7 @@ func runNetworkFenceController(ctx context.Context, t *testing.T, cp *harness.Co
 		t.Fatalf("no event holds the withdrawn fence's pod for its fence: %v; events %v", err, heldEvents(ctx, t, c, ns))
 	}
 	t.Logf("held: %s", why)
-	return fmt.Sprintf("| the same through podhealth-controller `--network-fence-driver` (its node cache, re-checking every 30 s) | force-deleted %v after the fence's status said so; the withdrawn fence's pod held, its event naming the `Unfenced` fence |", figSec(gone))
+	return fmt.Sprintf("| a StatefulSet pod on a node the storage fenced, podhealth-controller `--network-fence-driver` its checker (its node cache; re-checks every 30 s) | force-deleted %v after the fence's status said so; the withdrawn fence's pod held, its event naming the `Unfenced` fence |", figSec(gone))
 }
 
 // fencersChecker is an operator's Checker of the pods of namespace that
