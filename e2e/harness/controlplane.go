@@ -89,6 +89,25 @@ type Options struct {
 	Volumes bool
 }
 
+// withDefaults fills in every field whose zero value means a default, as
+// its doc says: Start and StartStandalone both start from it, so that a
+// control plane started either way runs with the same settings.
+func (o Options) withDefaults() Options {
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 2 * time.Minute
+	}
+	if o.LogTailLines <= 0 {
+		o.LogTailLines = 60
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = HeartbeatInterval
+	}
+	if o.NodeLeaseDuration <= 0 {
+		o.NodeLeaseDuration = NodeMonitorGracePeriod
+	}
+	return o
+}
+
 // ControlPlane is a running etcd, kube-apiserver and kube-controller-manager.
 // All of it is stopped when the test that started it ends.
 type ControlPlane struct {
@@ -117,18 +136,7 @@ type ControlPlane struct {
 // process's output is logged first.
 func Start(t testing.TB, bins Binaries, opts Options) *ControlPlane {
 	t.Helper()
-	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = 2 * time.Minute
-	}
-	if opts.LogTailLines <= 0 {
-		opts.LogTailLines = 60
-	}
-	if opts.HeartbeatInterval <= 0 {
-		opts.HeartbeatInterval = HeartbeatInterval
-	}
-	if opts.NodeLeaseDuration <= 0 {
-		opts.NodeLeaseDuration = NodeMonitorGracePeriod
-	}
+	opts = opts.withDefaults()
 	cp := &ControlPlane{t: t, opts: opts, dir: t.TempDir()}
 	t.Cleanup(cp.shutdown)
 

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 )
 
 // FatalError is the panic value of the harness helpers that stop a test with
@@ -37,12 +36,7 @@ func (e *FatalError) Error() string { return e.Msg }
 // TB().Fail() before stop to have the tail of each process's output written
 // to standard error.
 func StartStandalone(ctx context.Context, bins Binaries, opts Options) (*ControlPlane, func(), error) {
-	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = 2 * time.Minute
-	}
-	if opts.LogTailLines <= 0 {
-		opts.LogTailLines = 60
-	}
+	opts = opts.withDefaults()
 	dir, err := os.MkdirTemp("", "podhealth-e2e-standalone-")
 	if err != nil {
 		return nil, nil, err
