@@ -300,6 +300,14 @@ func (o *options) run(ctx context.Context) error {
 		}
 	}
 
+	if s.claimErr != nil {
+		// The pods whose claims could not be read are listed, held, and
+		// nothing is force-deleted: the evidence is incomplete.
+		if err := o.print(list, o.streams.Out, namespace); err != nil {
+			return err
+		}
+		return fmt.Errorf("some evidence could not be read, so nothing was force-deleted: %w", s.claimErr)
+	}
 	if !o.forceDelete {
 		if err := o.print(list, o.streams.Out, namespace); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -318,4 +319,30 @@ func TestDashVRunsTheScanNotVersion(t *testing.T) {
 	require.Equal(t, ExitNothingToDo, res.code, res.stderr)
 	require.False(t, strings.HasPrefix(res.stdout, "kubectl-podhealth "), res.stdout)
 	require.NotEmpty(t, client.Actions(), "it listed")
+}
+
+// TestAForbiddenClaimReadListsTheHeldPodAndDeletesNothing: with the read
+// of a dead pod's claim forbidden, the pod is listed, held back, the run
+// fails with one error line that says why (exit 1), and --force-delete
+// deletes nothing, not even the pods that needed no claim: the evidence is
+// incomplete. Before, the run printed only the error and listed no pod.
+func TestAForbiddenClaimReadListsTheHeldPodAndDeletesNothing(t *testing.T) {
+	f := loadFixtures(t)
+	db := renamed(f.taintEvicted, "web-db")
+	db.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "rs", Controller: ptr.To(true)}}
+	db.Spec.Volumes = append(db.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}})
+	for _, args := range [][]string{nil, {"--force-delete", "--yes"}} {
+		client := newClient(t, f.nodeHealthy, f.nodeLost, f.taintEvicted, db)
+		client.PrependReactor("get", "persistentvolumeclaims", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("persistentvolumeclaims"), "data", errors.New("no RBAC"))
+		})
+		res := run(t, client, runOptions{}, args...)
+		require.Equal(t, ExitError, res.code, "%v: %s", args, res.stderr)
+		require.Contains(t, res.stdout, "web-db", "the held pod is listed")
+		require.Contains(t, res.stdout, "held back")
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(res.stderr), "\n")+1, "one line: %s", res.stderr)
+		require.Contains(t, res.stderr, "error: some evidence could not be read, so nothing was force-deleted")
+		require.Contains(t, res.stderr, "forbidden")
+		require.Empty(t, deletes(client), "%v", args)
+	}
 }

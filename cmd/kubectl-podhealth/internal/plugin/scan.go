@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -31,6 +32,9 @@ type scan struct {
 	progress io.Writer
 	// memory is shared by the dry-run checks of the pages.
 	memory *health.Memory
+	// claimErr joins the errors of claims that could not be read: their
+	// pods are listed, held, and the run then fails.
+	claimErr error
 }
 
 // scanResult is what a scan found.
@@ -101,9 +105,12 @@ func (s *scan) judge(ctx context.Context, pods []*corev1.Pod) ([]PodHealth, erro
 		return nil, err
 	}
 	report, err := checker.CheckReport(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, health.ErrClaimUnavailable) {
 		return nil, err
 	}
+	// A claim that could not be read (RBAC, a timeout) holds its pod: the
+	// pod is listed, held, and the error is reported after the list.
+	s.claimErr = errors.Join(s.claimErr, err)
 	var rows []PodHealth
 	for _, r := range report.Pods {
 		if r.Verdict.State != health.Dead && r.Verdict.State != health.Terminating {
