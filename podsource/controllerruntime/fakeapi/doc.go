@@ -35,6 +35,11 @@
 //   - a create sets a random UID and the creation timestamp when the object
 //     has none, and a seeded object without a UID gets one.
 //
+// The client tells what it served (Client.Requests, Client.Deletes): every
+// write in the order answered, with its answer, and each delete with its
+// options as sent, so that a test checks the force deletes its code sent
+// without an interceptor of its own.
+//
 // NewClient builds the fake client over client-go's scheme. NewClientFrom
 // wraps an operator's own fake.ClientBuilder instead, keeping its scheme
 // and custom resources, field indexes (a List by an owner index works),

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,7 +33,7 @@ const defaultGracePeriod = 30
 // objs (copied, never changed) and answers deletes, creates and reads as
 // the package documentation says. It returns an error when the fake client
 // refuses an object.
-func NewClient(objs ...client.Object) (client.WithWatch, error) {
+func NewClient(objs ...client.Object) (*Client, error) {
 	return NewClientFrom(fake.NewClientBuilder().WithScheme(scheme.Scheme), objs...)
 }
 
@@ -45,7 +46,7 @@ func NewClient(objs ...client.Object) (client.WithWatch, error) {
 // own. objs are copied, never changed; builder is used once (Build). The
 // builder's scheme must know core/v1, for the pods. It returns an error
 // when builder is nil or the fake client refuses an object.
-func NewClientFrom(builder *fake.ClientBuilder, objs ...client.Object) (client.WithWatch, error) {
+func NewClientFrom(builder *fake.ClientBuilder, objs ...client.Object) (*Client, error) {
 	if builder == nil {
 		return nil, fmt.Errorf("fakeapi: NewClientFrom: nil *fake.ClientBuilder")
 	}
@@ -80,17 +81,112 @@ func NewClientFrom(builder *fake.ClientBuilder, objs ...client.Object) (client.W
 		return nil, fmt.Errorf("fakeapi: NewClientFrom: the builder's scheme does not know pods (add k8s.io/client-go/kubernetes/scheme's AddToScheme): %w", err)
 	}
 	s := &server{}
-	return interceptor.NewClient(built, interceptor.Funcs{
-		Get:    s.get,
-		List:   s.list,
-		Create: s.create,
-		Update: s.update,
-		Delete: s.delete,
-	}), nil
+	return &Client{WithWatch: interceptor.NewClient(built, interceptor.Funcs{
+		Get:  s.get,
+		List: s.list,
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return s.record(Request{Verb: "create"}, obj, c.Scheme(), s.create(ctx, c, obj, opts...))
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			return s.record(Request{Verb: "update"}, obj, c.Scheme(), s.update(ctx, c, obj, opts...))
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			return s.record(Request{Verb: "delete", Delete: (&client.DeleteOptions{}).ApplyOptions(opts)}, obj, c.Scheme(), s.delete(ctx, c, obj, opts...))
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			return s.record(Request{Verb: "patch"}, obj, c.Scheme(), c.Patch(ctx, obj, patch, opts...))
+		},
+		DeleteAllOf: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteAllOfOption) error {
+			return s.record(Request{Verb: "deletecollection"}, obj, c.Scheme(), c.DeleteAllOf(ctx, obj, opts...))
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return s.record(Request{Verb: "update", Subresource: sub}, obj, c.Scheme(), c.SubResource(sub).Update(ctx, obj, opts...))
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			return s.record(Request{Verb: "patch", Subresource: sub}, obj, c.Scheme(), c.SubResource(sub).Patch(ctx, obj, patch, opts...))
+		},
+		SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj client.Object, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+			return s.record(Request{Verb: "create", Subresource: sub}, obj, c.Scheme(), c.SubResource(sub).Create(ctx, obj, subObj, opts...))
+		},
+	}), server: s}, nil
+}
+
+// Client is NewClient's and NewClientFrom's client: a client.WithWatch that
+// answers as an API server does (see the package documentation), and
+// tells what it served (Requests, Deletes), so that a test asserts the
+// writes its code sent without an interceptor of its own. It is safe for
+// concurrent use.
+type Client struct {
+	client.WithWatch
+	server *server
+}
+
+var _ client.WithWatch = (*Client)(nil)
+
+// Request is one write the client was sent, in the order answered, with what
+// it answered. Reads (get, list, watch) are not recorded.
+type Request struct {
+	// Verb is the API server's: create, update, patch, delete or
+	// deletecollection.
+	Verb string
+	// Subresource is the subresource written ("status"), or "".
+	Subresource string
+	// Kind is the object's kind ("Pod"), as the client's scheme names it.
+	Kind            string
+	Namespace, Name string
+	// UID is the object's UID as sent (a delete's object usually has
+	// none: its UID precondition is in Delete).
+	UID types.UID
+	// Delete holds a delete's options as sent: its grace period, its
+	// preconditions, its propagation policy. Nil for other verbs.
+	Delete *client.DeleteOptions
+	// Err is what the client answered: nil, or the API server's error
+	// (apierrors), or an error of the builder's interceptors.
+	Err error
+}
+
+// Requests returns the writes the client was sent so far, in the order
+// answered.
+func (c *Client) Requests() []Request {
+	c.server.requestsMu.Lock()
+	defer c.server.requestsMu.Unlock()
+	return append([]Request(nil), c.server.requests...)
+}
+
+// Deletes returns the deletes among Requests: what a test of a force
+// delete asserts (how many, of which pod, with grace period 0 and which
+// UID precondition, and what was answered).
+func (c *Client) Deletes() []Request {
+	var out []Request
+	for _, r := range c.Requests() {
+		if r.Verb == "delete" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 type server struct {
 	mu sync.Mutex // serializes deletes: each reads, then writes
+
+	requestsMu sync.Mutex
+	requests   []Request
+}
+
+// record notes one write the caller sent, its kind as sch names it, and
+// returns its answer.
+func (s *server) record(r Request, obj client.Object, sch *runtime.Scheme, err error) error {
+	r.Namespace, r.Name, r.UID, r.Err = obj.GetNamespace(), obj.GetName(), obj.GetUID(), err
+	r.Kind = obj.GetObjectKind().GroupVersionKind().Kind
+	if r.Kind == "" {
+		if gvk, gerr := apiutil.GVKForObject(obj, sch); gerr == nil {
+			r.Kind = gvk.Kind
+		}
+	}
+	s.requestsMu.Lock()
+	s.requests = append(s.requests, r)
+	s.requestsMu.Unlock()
+	return err
 }
 
 func (s *server) get(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
