@@ -47,11 +47,13 @@ func TestTheClientTellsTheWritesItServed(t *testing.T) {
 	require.True(t, apierrors.IsConflict(got[0].Err), "the refused delete's answer")
 	require.NoError(t, got[1].Err)
 
+	// readme:begin fakeapi-deletes
 	deletes := c.Deletes()
 	require.Len(t, deletes, 2)
 	require.Equal(t, "dead", deletes[1].Name)
 	require.Equal(t, int64(0), *deletes[1].Delete.GracePeriodSeconds)
 	require.Equal(t, dead.UID, *deletes[1].Delete.Preconditions.UID)
+	// readme:end fakeapi-deletes
 	require.Equal(t, stale, *deletes[0].Delete.Preconditions.UID)
 	require.Nil(t, got[2].Delete, "only a delete has delete options")
 	require.NotEmpty(t, got[2].UID, "a create records the UID it was given")
