@@ -101,10 +101,14 @@ const DefaultMargin = 2 * time.Second
 // last renewal still waits the whole wait from then, unless a watch of the
 // Leases (LeaseOptions.Seen) saw the record earlier.
 //
+// A Lease that another holder took over proves the old holder stopped once
+// the takeover has been seen for the duration plus the deadline plus the
+// Margin (see takenOver; docs/safety.md states the argument).
+//
 // No proof, with a detail that says why: a pod without the annotations; an
-// annotation that is not valid; a Lease that is missing, held by another
-// holder or by none, or without a duration or a renew time; a renewal (a
-// new record waits afresh). A Lease that cannot be read (RBAC denied, a
+// annotation that is not valid; a Lease that is missing, held by none, or
+// without a duration or a renew time; held by another holder without an
+// acquireTime; a renewal (a new record waits afresh). A Lease that cannot be read (RBAC denied, a
 // timeout) is an error, and the check says the fencer failed.
 //
 // A LeaseFencer must come from NewLeaseFencer. It is safe for concurrent
@@ -177,7 +181,7 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 	case holder == "":
 		return health.Fence{Detail: name + " has no holder: no evidence of when " + proto.holder + " last held it"}, nil
 	case holder != proto.holder:
-		return health.Fence{Detail: name + " is held by " + strconv.Quote(holder) + ", not " + strconv.Quote(proto.holder) + ": no evidence of when the pod last held it"}, nil
+		return f.takenOver(q, lease, name, holder, proto)
 	case spec.LeaseDurationSeconds == nil || *spec.LeaseDurationSeconds <= 0:
 		return health.Fence{Detail: name + " has no positive leaseDurationSeconds: no evidence"}, nil
 	case renewed == nil || renewed.IsZero():
@@ -217,6 +221,53 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 		Since:  q.Now.Add(left),
 		By:     name,
 		Detail: fmt.Sprintf("%s held by %s unrenewed for %v, past its duration %v + deadline %v + margin %v", name, holder, unrenewed.Round(time.Millisecond), duration, proto.deadline, f.margin),
+	}, nil
+}
+
+// takenOver answers for a pod whose Lease another holder holds. A new
+// holder takes the Lease only by a write that the old holder's next
+// renewal then fails on, and the old holder stops on a failed renewal: its
+// last successful renewal started before that write, which was before this
+// process first saw the new holder's record. So the old holder has stopped
+// writing by that first sighting plus the duration plus the deadline (plus
+// the margin for the clocks' rates). The record is the new holder's
+// acquisition (holder, acquireTime, leaseTransitions), not its renewals:
+// the wait runs across them, and a Lease taken back and forth is a new
+// acquisition that waits afresh. Without an acquireTime an acquisition
+// cannot be told from the next one, and nothing is proved. The duration is
+// the new record's: the holders of one Lease share it, as one workload's
+// leader-election candidates do.
+func (f *LeaseFencer) takenOver(q health.FenceQuery, lease *coordinationv1.Lease, name, holder string, proto leaseProtocol) (health.Fence, error) {
+	spec := &lease.Spec
+	taken := name + " is held by " + strconv.Quote(holder) + ", not " + strconv.Quote(proto.holder)
+	switch {
+	case spec.AcquireTime == nil || spec.AcquireTime.IsZero():
+		return health.Fence{Detail: taken + ", and has no acquireTime, so a takeover back and forth could not be told from this one: no evidence"}, nil
+	case spec.LeaseDurationSeconds == nil || *spec.LeaseDurationSeconds <= 0:
+		return health.Fence{Detail: taken + ", and has no positive leaseDurationSeconds: no evidence"}, nil
+	case q.Sightings == nil:
+		return health.Fence{Detail: taken + ": no record of sightings to measure the wait on: no evidence"}, nil
+	}
+	transitions := int32(0)
+	if spec.LeaseTransitions != nil {
+		transitions = *spec.LeaseTransitions
+	}
+	duration := time.Duration(*spec.LeaseDurationSeconds) * time.Second
+	wait := addSaturating(addSaturating(duration, proto.deadline), f.margin)
+	acquisition := "takeover\x00" + holder + "\x00" + strconv.FormatInt(spec.AcquireTime.UnixNano(), 36) + "\x00" + strconv.FormatInt(int64(transitions), 10) + "\x00" + lease.Namespace + "/" + lease.Name
+	first := q.Sightings.FirstSeen(acquisition)
+	if left := wait - q.Now.Sub(first); left > 0 {
+		return health.Fence{
+			Detail: fmt.Sprintf("%s: taken over, so %s has stopped by the takeover's first sighting + duration %v + deadline %v + margin %v: %v to go",
+				taken, proto.holder, duration, proto.deadline, f.margin, left.Round(time.Millisecond)),
+			RetryAfter: left,
+		}, nil
+	}
+	return health.Fence{
+		Proves: health.PodStopped,
+		Since:  first.Add(wait),
+		By:     name,
+		Detail: fmt.Sprintf("%s, taken over and first seen so %v ago, past its duration %v + deadline %v + margin %v", taken, q.Now.Sub(first).Round(time.Millisecond), duration, proto.deadline, f.margin),
 	}, nil
 }
 

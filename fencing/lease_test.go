@@ -484,3 +484,83 @@ func TestAFencedDeleteNamesItsProofInTheReportTheEventAndTheLog(t *testing.T) {
 		require.Contains(t, deleted, kv, "the force delete's log line")
 	}
 }
+
+// takenBy is the Lease as a new holder left it when it took it over at
+// acquired (its leaseTransitions-th transition), renewed at renewed.
+func takenBy(holder string, acquired time.Time, transitions int32, renewed time.Time, rv string) *coordinationv1.Lease {
+	l := lease(holder, renewed, rv)
+	l.Spec.AcquireTime = ptr(metav1.NewMicroTime(acquired))
+	l.Spec.LeaseTransitions = ptr(transitions)
+	return l
+}
+
+// A takeover is evidence: a Lease now held by another holder proves the old
+// one stopped once the takeover has been seen for the duration plus the
+// deadline plus the margin. The new holder's renewals do not restart the
+// wait; the Lease taken back by the pod is judged as its own again; taken
+// over once more, the new acquisition waits afresh; a fresh Memory waits
+// the whole wait from its first sighting; and a record without an
+// acquireTime, whose acquisitions cannot be told apart, proves nothing.
+func TestATakeoverOfTheLeaseProvesTheOldHolderStopped(t *testing.T) {
+	ask := func(f *fencing.LeaseFencer, rec *fencertest.Record, now time.Time) health.Fence {
+		t.Helper()
+		fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: now, Sightings: rec.At(now)})
+		require.NoError(t, err)
+		return fence
+	}
+	t.Run("the holder changing: proof once the takeover is seen for the wait", func(t *testing.T) {
+		l := newLeases(lease("pg-1", fenceStart, "1"))
+		f, rec := newLeaseFencer(t, l), fencertest.NewRecord()
+		ask(f, rec, fenceStart)
+		took := fenceStart.Add(20 * time.Second)
+		l.put(takenBy("pg-2", took, 1, took, "2"))
+		first := ask(f, rec, took)
+		require.Equal(t, health.NoProof, first.Proves)
+		require.Equal(t, leaseWait, first.RetryAfter)
+		require.Contains(t, first.Detail, `is held by "pg-2", not "pg-1": taken over, so pg-1 has stopped by the takeover's first sighting`)
+		l.put(takenBy("pg-2", took, 1, took.Add(10*time.Second), "3")) // the new holder renews
+		require.Equal(t, health.NoProof, ask(f, rec, took.Add(leaseWait-time.Millisecond)).Proves)
+		proof := ask(f, rec, took.Add(leaseWait))
+		require.Equal(t, health.PodStopped, proof.Proves, "the new holder's renewals do not restart the wait")
+		require.Equal(t, took.Add(leaseWait), proof.Since)
+		require.Equal(t, "lease ns/pg", proof.By)
+	})
+	t.Run("the holder changing back: the pod's own record again", func(t *testing.T) {
+		l := newLeases(takenBy("pg-2", fenceStart, 1, fenceStart, "2"))
+		f, rec := newLeaseFencer(t, l), fencertest.NewRecord()
+		ask(f, rec, fenceStart)
+		back := fenceStart.Add(leaseWait - time.Second)
+		l.put(takenBy("pg-1", back, 2, back, "3")) // pg-1 took it back, and holds it
+		require.Equal(t, health.NoProof, ask(f, rec, back).Proves)
+		require.Equal(t, health.NoProof, ask(f, rec, fenceStart.Add(leaseWait)).Proves, "the takeover's wait no longer counts")
+		require.Equal(t, health.PodStopped, ask(f, rec, back.Add(leaseWait)).Proves, "its own record unrenewed for the wait")
+	})
+	t.Run("taken over again: the new acquisition waits afresh", func(t *testing.T) {
+		l := newLeases(takenBy("pg-2", fenceStart, 1, fenceStart, "2"))
+		f, rec := newLeaseFencer(t, l), fencertest.NewRecord()
+		ask(f, rec, fenceStart)
+		again := fenceStart.Add(leaseWait - time.Second)
+		l.put(takenBy("pg-2", again, 3, again, "5")) // pg-1 held it in between, unseen
+		require.Equal(t, health.NoProof, ask(f, rec, again).Proves)
+		require.Equal(t, health.NoProof, ask(f, rec, fenceStart.Add(leaseWait)).Proves, "the earlier acquisition's wait no longer counts")
+		require.Equal(t, health.PodStopped, ask(f, rec, again.Add(leaseWait)).Proves)
+	})
+	t.Run("a takeover first seen by a fresh Memory waits the whole wait", func(t *testing.T) {
+		l := newLeases(takenBy("pg-2", fenceStart.Add(-time.Hour), 1, fenceStart, "2"))
+		f := newLeaseFencer(t, l)
+		late := fenceStart.Add(time.Hour)
+		fresh := fencertest.NewRecord()
+		first := ask(f, fresh, late)
+		require.Equal(t, health.NoProof, first.Proves, "an old acquireTime shortens nothing")
+		require.Equal(t, leaseWait, first.RetryAfter)
+		require.Equal(t, health.PodStopped, ask(f, fresh, late.Add(leaseWait)).Proves)
+	})
+	t.Run("no acquireTime: no evidence", func(t *testing.T) {
+		f, rec := newLeaseFencer(t, newLeases(lease("pg-2", fenceStart, "2"))), fencertest.NewRecord()
+		ask(f, rec, fenceStart)
+		fence := ask(f, rec, fenceStart.Add(time.Hour))
+		require.Equal(t, health.NoProof, fence.Proves)
+		require.Contains(t, fence.Detail, "has no acquireTime")
+		require.Zero(t, fence.RetryAfter)
+	})
+}
