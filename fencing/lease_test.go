@@ -156,6 +156,12 @@ func TestLeaseFencerPassesTheConformanceSuite(t *testing.T) {
 		fencertest.Case{Name: "first sighting, renewed long ago", Query: at(fenceStart.Add(time.Hour)), Want: health.NoProof},
 		fencertest.Case{Name: "a pod outside the protocol", Query: health.FenceQuery{Pod: evictedOn("web", "n1"), Now: fenceStart.Add(time.Hour)}, Earlier: []time.Time{fenceStart}, Want: health.NoProof},
 	))
+	taken := newLeaseFencer(t, newLeases(takenBy("pg-2", renewed, 1, renewed, "8")))
+	require.NoError(t, fencertest.TestFencer(taken,
+		fencertest.Case{Name: "taken over, seen for the wait", Query: at(fenceStart.Add(leaseWait)), Earlier: []time.Time{fenceStart}, Want: health.PodStopped},
+		fencertest.Case{Name: "taken over, a millisecond short", Query: at(fenceStart.Add(leaseWait - time.Millisecond)), Earlier: []time.Time{fenceStart}, Want: health.NoProof},
+		fencertest.Case{Name: "taken over, first sighting", Query: at(fenceStart.Add(time.Hour)), Want: health.NoProof},
+	))
 	other := newLeaseFencer(t, newLeases(lease("pg-2", renewed, "7")))
 	require.NoError(t, fencertest.TestFencer(other,
 		fencertest.Case{Name: "another holder", Query: at(fenceStart.Add(time.Hour)), Earlier: []time.Time{fenceStart}, Want: health.NoProof}))
