@@ -1,15 +1,22 @@
 package controllerruntime
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podhealth/podhealth/fencing"
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/registry"
 	"github.com/podhealth/podhealth/podsource"
@@ -63,6 +70,16 @@ type Options struct {
 	// EventObject, when not nil, is the object the events regard, such as
 	// the workload's own object (EventObserverOptions.Object).
 	EventObject runtime.Object
+	// FenceLease, when true, adds the self-fencing Lease protocol's fencer
+	// to Health.Fencers (fencing.LeaseFencer): each Lease read live through
+	// mgr.GetAPIReader(), and, when the Manager has a cache (GetCache, as a
+	// ctrl.Manager does), the wait started when the cache's Lease informer
+	// delivered the holder's last renewal (kube.LeaseWatch, on
+	// Health.Clock), not at the first check after the pod's eviction. The
+	// checkers of one manager and clock share one fencer and one watch. It
+	// needs get, list and watch on leases (the RBAC markers of
+	// LeaseFencingRBAC). The default is false.
+	FenceLease bool
 }
 
 // managerState is what the checkers of one manager share however often
@@ -73,6 +90,41 @@ type managerState struct {
 	nodes, liveNodes *Nodes
 	claims           *Claims
 	held             *podsource.HeldEvents
+
+	// leases is the Lease fencer of Options.FenceLease, made on first use.
+	leasesOnce sync.Once
+	leases     *fencing.LeaseFencer
+	leasesErr  error
+}
+
+// leaseFencer returns the manager's Lease fencer, made on its first use:
+// live reads through the API reader, and a watch through the manager's
+// cache when it has one.
+func (s *managerState) leaseFencer(ctx context.Context, mgr Manager, clk clock.PassiveClock) (*fencing.LeaseFencer, error) {
+	s.leasesOnce.Do(func() {
+		live, err := NewLiveLeases(mgr.GetAPIReader())
+		if err != nil {
+			s.leasesErr = err
+			return
+		}
+		var opts fencing.LeaseOptions
+		if c, ok := mgr.(interface{ GetCache() cache.Cache }); ok && !isNil(c.GetCache()) {
+			// Not blocking on the informer's sync: a cache without RBAC
+			// for Leases would never sync, and the fencer reads live
+			// anyway; until it syncs the waits run from the first check.
+			informer, err := c.GetCache().GetInformer(ctx, &coordinationv1.Lease{}, cache.BlockUntilSynced(false))
+			if err != nil {
+				s.leasesErr = fmt.Errorf("the manager's Lease informer: %w", err)
+				return
+			}
+			if opts.Seen, err = kube.NewLeaseWatch(informer, clk); err != nil {
+				s.leasesErr = err
+				return
+			}
+		}
+		s.leases, s.leasesErr = fencing.NewLeaseFencer(live, opts)
+	})
+	return s.leases, s.leasesErr
 }
 
 // managerKey is what tells one manager's checkers from another's: the
@@ -204,6 +256,13 @@ func newChecker(mgr Manager, c client.Client, source health.PodSource, deleter h
 	}
 	if opts.ClaimEvidence && h.Claims == nil {
 		h.Claims = shared.claims
+	}
+	if opts.FenceLease {
+		f, err := shared.leaseFencer(context.Background(), mgr, h.Clock)
+		if err != nil {
+			return nil, fmt.Errorf("controllerruntime: NewChecker: Options.FenceLease: %w", err)
+		}
+		h.Fencers = append(slices.Clip(h.Fencers), f)
 	}
 	var events health.Observer
 	switch {

@@ -31,26 +31,16 @@ type instances struct {
 	health   health.Options // what every reconcile's checker shares
 }
 
-// newInstances builds what every reconcile shares: the Memory and the
-// fencer that reads the instances' Leases live.
-func newInstances(mgr podhealthcr.Manager, recorder record.EventRecorder) (*instances, error) {
-	leases, err := podhealthcr.NewLiveLeases(mgr.GetAPIReader())
-	if err != nil {
-		return nil, err
-	}
-	fencer, err := fencing.NewLeaseFencer(leases, fencing.LeaseOptions{})
-	if err != nil {
-		return nil, err
-	}
-	shared := health.Options{Memory: health.NewMemory(health.MemoryOptions{}), Fencers: []health.Fencer{fencer}}
-	return &instances{mgr: mgr, recorder: recorder, health: shared}, nil
+func newInstances(mgr podhealthcr.Manager, recorder record.EventRecorder) *instances {
+	return &instances{mgr: mgr, recorder: recorder, health: health.Options{Memory: health.NewMemory(health.MemoryOptions{})}}
 }
 
-// check force-deletes the cluster's dead instances once fenced, and says
-// whether one runs and when to look again.
+// check force-deletes the cluster's dead instances once fenced (their
+// Leases read live, and watched through the manager's cache when it has
+// one), and says whether one runs and when to look again.
 func (i *instances) check(ctx context.Context, cluster client.Object) (bool, time.Duration, error) {
 	checker, err := podhealthcr.NewCheckerForOwner(i.mgr, cluster, ".metadata.controller",
-		podhealthcr.Options{Health: i.health, CoreEventRecorder: i.recorder})
+		podhealthcr.Options{Health: i.health, CoreEventRecorder: i.recorder, FenceLease: true})
 	if err != nil {
 		return false, 0, err
 	}
@@ -94,11 +84,7 @@ func ExampleNewCheckerForOwner() {
 		return
 	}
 	recorder := record.NewFakeRecorder(10)
-	glue, err := newInstances(&exampleManager{c: c}, recorder)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	glue := newInstances(&exampleManager{c: c}, recorder)
 	clk := clocktesting.NewFakePassiveClock(now)
 	glue.health.Clock = clk
 

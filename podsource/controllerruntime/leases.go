@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podhealth/podhealth/fencing"
@@ -41,4 +42,17 @@ func (l *LiveLeases) GetLease(ctx context.Context, namespace, name string) (*coo
 		return nil, fmt.Errorf("controllerruntime: getting lease %s/%s: %w", namespace, name, err)
 	}
 	return &lease, nil
+}
+
+// The RBAC that Options.FenceLease needs, as a kubebuilder marker to copy
+// next to your reconciler's own (see rbac.go): get, for the live reads,
+// and list and watch, for the cache's Lease informer. LeaseFencingRBAC
+// returns the same rule; a test holds the two to it.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
+
+// LeaseFencingRBAC returns the rule, in the workloads' namespaces, that
+// Options.FenceLease needs. Each call returns new slices.
+func LeaseFencingRBAC() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch"}}}
 }

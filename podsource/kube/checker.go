@@ -3,6 +3,7 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/podhealth/podhealth/fencing"
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/nilcheck"
 	"github.com/podhealth/podhealth/internal/registry"
@@ -60,6 +62,19 @@ type CheckerOptions struct {
 	// EventObject, when not nil, is the object the events are recorded
 	// on, such as the workload's own object (EventObserverOptions.Object).
 	EventObject runtime.Object
+	// FenceLease, when true, adds the self-fencing Lease protocol's fencer
+	// to Health.Fencers (fencing.LeaseFencer), each Lease read live through
+	// client (LiveLeases; get on leases, LeasePolicyRules). The default is
+	// false.
+	FenceLease bool
+	// Leases, with FenceLease, is a Lease informer of the workloads'
+	// namespaces (factory.Coordination().V1().Leases().Informer(),
+	// registered before the factory starts): the wait then starts when it
+	// delivered the holder's last renewal (LeaseWatch, on Health.Clock),
+	// not at the first check after the pod's eviction; it needs list and
+	// watch on leases too. Nil means no watch. Without FenceLease it would
+	// do nothing, and NewChecker refuses it.
+	Leases LeaseEvents
 }
 
 // NewChecker builds a Checker of the pods of namespace that match selector
@@ -103,6 +118,16 @@ func NewChecker(client kubernetes.Interface, pods corelisters.PodLister, namespa
 			return nil, err
 		}
 	}
+	switch {
+	case opts.FenceLease:
+		f, err := leaseFencerOf(client, h.Clock, opts.Leases)
+		if err != nil {
+			return nil, fmt.Errorf("kube: NewChecker: CheckerOptions.FenceLease: %w", err)
+		}
+		h.Fencers = append(slices.Clip(h.Fencers), f)
+	case !isNil(opts.Leases):
+		return nil, errors.New("kube: NewChecker: CheckerOptions.Leases without FenceLease would do nothing: set FenceLease, or drop Leases")
+	}
 	if !isNil(opts.Recorder) {
 		held, err := heldEventsOf(client, h.Clock)
 		if err != nil {
@@ -133,6 +158,39 @@ var helds registry.Registry[heldKey, *podsource.HeldEvents]
 func heldEventsOf(client kubernetes.Interface, clk clock.PassiveClock) (*podsource.HeldEvents, error) {
 	return helds.Get(heldKey{client: client, clock: clk}, func() (*podsource.HeldEvents, error) {
 		return podsource.NewHeldEvents(podsource.HeldEventsOptions{Clock: clk})
+	})
+}
+
+// leaseKey is what the checkers that share one Lease fencer have in
+// common: their client, clock and Lease informer.
+type leaseKey struct {
+	client   kubernetes.Interface
+	clock    clock.PassiveClock
+	informer LeaseEvents
+}
+
+// leaseFencers are NewChecker's Lease fencers, one per client, clock and
+// informer, so that checkers built per reconcile share one watch.
+var leaseFencers registry.Registry[leaseKey, *fencing.LeaseFencer]
+
+// leaseFencerOf returns the Lease fencer that every checker over client on
+// clk with informer (nil: no watch) shares.
+func leaseFencerOf(client kubernetes.Interface, clk clock.PassiveClock, informer LeaseEvents) (*fencing.LeaseFencer, error) {
+	if isNil(informer) {
+		informer = nil
+	}
+	return leaseFencers.Get(leaseKey{client: client, clock: clk, informer: informer}, func() (*fencing.LeaseFencer, error) {
+		live, err := NewLiveLeases(client.CoordinationV1())
+		if err != nil {
+			return nil, err
+		}
+		var opts fencing.LeaseOptions
+		if informer != nil {
+			if opts.Seen, err = NewLeaseWatch(informer, clk); err != nil {
+				return nil, err
+			}
+		}
+		return fencing.NewLeaseFencer(live, opts)
 	})
 }
 

@@ -2,19 +2,23 @@ package kube_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/podhealth/podhealth/fencing"
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil/informertest"
 	"github.com/podhealth/podhealth/podsource"
@@ -239,4 +243,76 @@ func TestNewCheckerPerReconcileRecordsAHoldOnce(t *testing.T) {
 	clk.SetTime(clk.Now().Add(podsource.DefaultHeldRepeat))
 	reconcile()
 	require.Len(t, recorder.Events, 2, "recorded again once the repeat passed on Health.Clock")
+}
+
+// TestNewCheckerFenceLeaseWiresTheLeasePath: CheckerOptions.FenceLease adds
+// the Lease fencer over client; with a Lease informer in Leases, the wait
+// runs from its delivery of the holder's last renewal, on Health.Clock: a
+// StatefulSet pod whose Lease was delivered 30 s before the first check
+// goes at that check (duration 15 s, deadline 10 s, margin 2 s), where
+// without the informer it waits the whole wait from the check. Leases
+// without FenceLease is refused.
+func TestNewCheckerFenceLeaseWiresTheLeasePath(t *testing.T) {
+	pod := loadPod(t, podTaintEvicted)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "pg", UID: "sts", Controller: ptr.To(true)}}
+	pod.Annotations = map[string]string{fencing.AnnotationLease: "pg", fencing.AnnotationDeadline: "10s"}
+	delivered := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: "pg", ResourceVersion: "7"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(pod.Name), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: ptr.To(metav1.NewMicroTime(delivered))}}
+	for _, tt := range []struct {
+		name    string
+		watch   bool
+		outcome health.Outcome
+	}{
+		{"with a Lease informer: the wait ran from its delivery", true, health.ForceDeleted},
+		{"without one: the wait runs from the first check", false, health.HeldBack},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(loadNode(t, "node-lost.json"), loadNode(t, "node-healthy.json"), pod, lease)
+			lister := startPodInformer(t, client, pod.Namespace)
+			clk := clocktesting.NewFakePassiveClock(delivered)
+			opts := kube.CheckerOptions{FenceLease: true, Health: health.Options{Clock: clk, Memory: &health.Memory{}}}
+			arrived := make(chan struct{})
+			if tt.watch {
+				factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(pod.Namespace))
+				opts.Leases = notifying{factory.Coordination().V1().Leases().Informer(), arrived}
+				informertest.StartInformers(t, client, factory, "leases")
+			}
+			_, err := kube.NewChecker(client, lister, pod.Namespace, registry, opts) // the reconcile before the eviction
+			require.NoError(t, err)
+			if tt.watch {
+				select { // the watch delivered the Lease while the clock read its renewal's time
+				case <-arrived:
+				case <-time.After(informertest.WatchTimeout):
+					t.Fatal("the Lease informer never delivered the Lease")
+				}
+			}
+			clk.SetTime(delivered.Add(30 * time.Second))
+			checker, err := kube.NewChecker(client, lister, pod.Namespace, registry, opts)
+			require.NoError(t, err)
+			report, err := checker.CheckReport(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, tt.outcome, report.Pods[0].Outcome, "held: %s", report.Pods[0].HeldBack)
+		})
+	}
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	_, err := kube.NewChecker(client, startPodInformer(t, client, "default"), "default", registry, kube.CheckerOptions{Leases: factory.Coordination().V1().Leases().Informer()})
+	require.ErrorContains(t, err, "Leases without FenceLease would do nothing")
+}
+
+// notifying is a Lease informer that closes added once the handler it was
+// given has handled its first add.
+type notifying struct {
+	kube.LeaseEvents
+	added chan struct{}
+}
+
+func (n notifying) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	var once sync.Once
+	return n.LeaseEvents.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { h.OnAdd(obj, false); once.Do(func() { close(n.added) }) },
+		UpdateFunc: h.OnUpdate,
+		DeleteFunc: h.OnDelete,
+	})
 }
