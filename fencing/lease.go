@@ -54,6 +54,28 @@ type LeaseOptions struct {
 	// (podsource/kube.LeaseWatch). Nil means the wait runs from the first
 	// check that asks.
 	Seen LeaseSightings
+	// Protocol, when not nil, states each pod's protocol in process: an
+	// operator's own checker computes it from its live custom resource,
+	// so that nothing is stamped on pods and nothing public is claimed.
+	// It returns false for a pod that does not follow the protocol. The
+	// pod's annotations are then not read. It is called once per dead pod
+	// that needs fencing and check, maybe from several goroutines at once,
+	// and must not mutate the pod; a protocol it returns that cannot be
+	// kept (a Lease name that is not one, a deadline not positive) is no
+	// evidence, and a panic in it fails the check for that pod (fail
+	// closed). Nil means the annotations (AnnotationLease...).
+	Protocol func(pod *corev1.Pod) (LeaseProtocol, bool)
+}
+
+// LeaseProtocol is one pod's self-fencing protocol, as LeaseOptions.Protocol
+// states it: the Lease, in the pod's namespace, that the pod must hold to
+// write; the Lease's holderIdentity while the pod holds it (empty: the
+// pod's name); and the deadline by which, after the Lease's expiry, its
+// whole stop is over (see docs/safety.md).
+type LeaseProtocol struct {
+	Lease    string
+	Holder   string
+	Deadline time.Duration
 }
 
 // LeaseSightings says when a Lease's record was first seen, on the
@@ -114,9 +136,10 @@ const DefaultMargin = 2 * time.Second
 // A LeaseFencer must come from NewLeaseFencer. It is safe for concurrent
 // use.
 type LeaseFencer struct {
-	leases LeaseGetter
-	margin time.Duration
-	seen   LeaseSightings
+	leases   LeaseGetter
+	margin   time.Duration
+	seen     LeaseSightings
+	protocol func(*corev1.Pod) (LeaseProtocol, bool)
 }
 
 var _ health.Fencer = (*LeaseFencer)(nil)
@@ -138,7 +161,7 @@ func NewLeaseFencer(leases LeaseGetter, opts LeaseOptions) (*LeaseFencer, error)
 	if nilcheck.IsNil(seen) {
 		seen = nil
 	}
-	return &LeaseFencer{leases: leases, margin: margin, seen: seen}, nil
+	return &LeaseFencer{leases: leases, margin: margin, seen: seen, protocol: opts.Protocol}, nil
 }
 
 // Name is "lease".
@@ -151,10 +174,26 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 		return health.Fence{}, errors.New("the LeaseFencer was not made by NewLeaseFencer")
 	}
 	pod := q.Pod
-	if pod == nil || pod.Annotations[AnnotationLease] == "" {
-		return health.Fence{}, nil // the pod does not follow the protocol
+	if pod == nil {
+		return health.Fence{}, nil
 	}
-	proto, bad := leaseProtocolOf(pod)
+	var proto leaseProtocol
+	var bad string
+	if f.protocol != nil {
+		stated, follows, err := f.stated(pod)
+		switch {
+		case err != nil:
+			return health.Fence{}, err
+		case !follows:
+			return health.Fence{}, nil // the pod does not follow the protocol
+		}
+		proto, bad = stated.check(pod)
+	} else {
+		if pod.Annotations[AnnotationLease] == "" {
+			return health.Fence{}, nil // the pod does not follow the protocol
+		}
+		proto, bad = leaseProtocolOf(pod)
+	}
 	if bad != "" {
 		return health.Fence{Detail: "lease fencing: " + bad + ": no evidence"}, nil
 	}
@@ -269,6 +308,36 @@ func (f *LeaseFencer) takenOver(q health.FenceQuery, lease *coordinationv1.Lease
 		By:     name,
 		Detail: fmt.Sprintf("%s, taken over and first seen so %v ago, past its duration %v + deadline %v + margin %v", taken, q.Now.Sub(first).Round(time.Millisecond), duration, proto.deadline, f.margin),
 	}, nil
+}
+
+// stated asks LeaseOptions.Protocol about pod; a panic in it is an error,
+// which holds the pod and fails the check.
+func (f *LeaseFencer) stated(pod *corev1.Pod) (p LeaseProtocol, follows bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, follows, err = LeaseProtocol{}, false, fmt.Errorf("LeaseOptions.Protocol panicked about pod %s/%s: %v", pod.Namespace, pod.Name, r)
+		}
+	}()
+	p, follows = f.protocol(pod)
+	return p, follows, nil
+}
+
+// check turns a protocol stated in process into the one the fencer
+// measures, or says what makes it one that cannot be kept.
+func (p LeaseProtocol) check(pod *corev1.Pod) (leaseProtocol, string) {
+	out := leaseProtocol{lease: p.Lease, holder: p.Holder, deadline: p.Deadline}
+	if out.holder == "" {
+		out.holder = pod.Name
+	}
+	switch errs := validation.IsDNS1123Subdomain(p.Lease); {
+	case len(errs) > 0:
+		return out, fmt.Sprintf("LeaseOptions.Protocol's Lease %q is not a Lease name: %s", p.Lease, errs[0])
+	case p.Deadline <= 0:
+		return out, fmt.Sprintf("LeaseOptions.Protocol's Deadline %v is not positive", p.Deadline)
+	case out.holder == "":
+		return out, "the pod has no name, and LeaseOptions.Protocol's Holder is empty"
+	}
+	return out, ""
 }
 
 // leaseProtocol is what a pod's annotations say of its self-fencing.

@@ -66,6 +66,7 @@ type leases struct {
 	mu    sync.Mutex
 	byKey map[string]*coordinationv1.Lease
 	err   error
+	gets  int // the reads sent
 }
 
 func newLeases(ls ...*coordinationv1.Lease) *leases {
@@ -88,6 +89,7 @@ func (l *leases) GetLease(ctx context.Context, namespace, name string) (*coordin
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.gets++
 	if l.err != nil {
 		return nil, l.err
 	}
@@ -569,4 +571,50 @@ func TestATakeoverOfTheLeaseProvesTheOldHolderStopped(t *testing.T) {
 		require.Contains(t, fence.Detail, "has no acquireTime")
 		require.Zero(t, fence.RetryAfter)
 	})
+}
+
+// An operator states each pod's protocol in process (LeaseOptions.Protocol),
+// from its own resource: nothing on the pod. Its protocol is measured as
+// the annotations' would be, a pod it disowns is not asked about (its
+// Lease never read), one it states badly is no evidence, its word wins
+// over annotations, and a panic in it holds the pod and fails the check.
+func TestAProtocolStatedInProcessNeedsNoAnnotation(t *testing.T) {
+	protocol := func(pod *corev1.Pod) (fencing.LeaseProtocol, bool) {
+		switch pod.Name {
+		case "pg-1":
+			return fencing.LeaseProtocol{Lease: "pg", Deadline: 10 * time.Second}, true
+		case "bad":
+			return fencing.LeaseProtocol{Lease: "pg", Deadline: 0}, true
+		case "boom":
+			panic("the operator's resource is not cached")
+		}
+		return fencing.LeaseProtocol{}, false
+	}
+	reads := newLeases(lease("pg-1", fenceStart.Add(-3*time.Second), "1"))
+	f, err := fencing.NewLeaseFencer(reads, fencing.LeaseOptions{Protocol: protocol})
+	require.NoError(t, err)
+	require.NoError(t, fencertest.TestFencer(f,
+		fencertest.Case{Name: "stated in process, unrenewed for the wait", Query: health.FenceQuery{Pod: evictedOn("pg-1", "n1"), Now: fenceStart.Add(leaseWait)}, Earlier: []time.Time{fenceStart}, Want: health.PodStopped},
+		fencertest.Case{Name: "a millisecond short", Query: health.FenceQuery{Pod: evictedOn("pg-1", "n1"), Now: fenceStart.Add(leaseWait - time.Millisecond)}, Earlier: []time.Time{fenceStart}, Want: health.NoProof},
+		fencertest.Case{Name: "disowned, annotations and all", Query: health.FenceQuery{Pod: evictedOn("web", "n1", selfFencing), Now: fenceStart.Add(time.Hour)}, Earlier: []time.Time{fenceStart}, Want: health.NoProof},
+		fencertest.Case{Name: "a deadline that is not positive", Query: health.FenceQuery{Pod: evictedOn("bad", "n1"), Now: fenceStart.Add(time.Hour)}, Earlier: []time.Time{fenceStart}, Want: health.NoProof},
+	))
+	rec := fencertest.NewRecord()
+	fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("bad", "n1"), Now: fenceStart, Sightings: rec.At(fenceStart)})
+	require.NoError(t, err)
+	require.Contains(t, fence.Detail, "LeaseOptions.Protocol's Deadline 0s is not positive")
+
+	reads.gets = 0
+	_, err = f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("web", "n1", selfFencing), Now: fenceStart, Sightings: rec.At(fenceStart)})
+	require.NoError(t, err)
+	require.Zero(t, reads.gets, "the annotations of a pod the operator disowns are not read")
+
+	pods := fake.New(fake.Options{}, evictedOn("boom", "n1", ownedByStatefulSet))
+	checker, err := health.New(pods, pods, health.Options{Nodes: fake.NewNodes(unreachableNode("n1")), Fencers: []health.Fencer{f}})
+	require.NoError(t, err)
+	report, err := checker.CheckReport(context.Background())
+	require.ErrorIs(t, err, health.ErrFenceUnavailable)
+	require.ErrorContains(t, err, "LeaseOptions.Protocol panicked about pod ns/boom")
+	require.Equal(t, health.HeldBack, report.Pods[0].Outcome, "fail closed")
+	require.Empty(t, pods.Deletes())
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -80,6 +81,12 @@ type Options struct {
 	// needs get, list and watch on leases (the RBAC markers of
 	// LeaseFencingRBAC). The default is false.
 	FenceLease bool
+	// LeaseProtocol, with FenceLease, states each pod's protocol in
+	// process (fencing.LeaseOptions.Protocol): computed from the
+	// operator's own resource, so that nothing is stamped on its pods and
+	// the pods' annotations are not read. Nil means the annotations.
+	// Without FenceLease it would do nothing, and NewChecker refuses it.
+	LeaseProtocol func(pod *corev1.Pod) (fencing.LeaseProtocol, bool)
 }
 
 // managerState is what the checkers of one manager share however often
@@ -91,23 +98,23 @@ type managerState struct {
 	claims           *Claims
 	held             *podsource.HeldEvents
 
-	// leases is the Lease fencer of Options.FenceLease, made on first use.
+	// The Lease path of Options.FenceLease, made on first use: the live
+	// reads and the watch.
 	leasesOnce sync.Once
-	leases     *fencing.LeaseFencer
+	leases     *LiveLeases
+	leaseWatch fencing.LeaseSightings
 	leasesErr  error
 }
 
-// leaseFencer returns the manager's Lease fencer, made on its first use:
-// live reads through the API reader, and a watch through the manager's
-// cache when it has one.
-func (s *managerState) leaseFencer(ctx context.Context, mgr Manager, clk clock.PassiveClock) (*fencing.LeaseFencer, error) {
+// leaseFencer returns a Lease fencer over the manager's Lease path, made
+// on its first use (live reads through the API reader, and a watch through
+// the manager's cache when it has one), with protocol.
+func (s *managerState) leaseFencer(ctx context.Context, mgr Manager, clk clock.PassiveClock, protocol func(*corev1.Pod) (fencing.LeaseProtocol, bool)) (*fencing.LeaseFencer, error) {
 	s.leasesOnce.Do(func() {
-		live, err := NewLiveLeases(mgr.GetAPIReader())
-		if err != nil {
-			s.leasesErr = err
+		s.leases, s.leasesErr = NewLiveLeases(mgr.GetAPIReader())
+		if s.leasesErr != nil {
 			return
 		}
-		var opts fencing.LeaseOptions
 		if c, ok := mgr.(interface{ GetCache() cache.Cache }); ok && !isNil(c.GetCache()) {
 			// Not blocking on the informer's sync: a cache without RBAC
 			// for Leases would never sync, and the fencer reads live
@@ -117,14 +124,18 @@ func (s *managerState) leaseFencer(ctx context.Context, mgr Manager, clk clock.P
 				s.leasesErr = fmt.Errorf("the manager's Lease informer: %w", err)
 				return
 			}
-			if opts.Seen, err = kube.NewLeaseWatch(informer, clk); err != nil {
+			watch, err := kube.NewLeaseWatch(informer, clk)
+			if err != nil {
 				s.leasesErr = err
 				return
 			}
+			s.leaseWatch = watch
 		}
-		s.leases, s.leasesErr = fencing.NewLeaseFencer(live, opts)
 	})
-	return s.leases, s.leasesErr
+	if s.leasesErr != nil {
+		return nil, s.leasesErr
+	}
+	return fencing.NewLeaseFencer(s.leases, fencing.LeaseOptions{Seen: s.leaseWatch, Protocol: protocol})
 }
 
 // managerKey is what tells one manager's checkers from another's: the
@@ -257,12 +268,15 @@ func newChecker(mgr Manager, c client.Client, source health.PodSource, deleter h
 	if opts.ClaimEvidence && h.Claims == nil {
 		h.Claims = shared.claims
 	}
-	if opts.FenceLease {
-		f, err := shared.leaseFencer(context.Background(), mgr, h.Clock)
+	switch {
+	case opts.FenceLease:
+		f, err := shared.leaseFencer(context.Background(), mgr, h.Clock, opts.LeaseProtocol)
 		if err != nil {
 			return nil, fmt.Errorf("controllerruntime: NewChecker: Options.FenceLease: %w", err)
 		}
 		h.Fencers = append(slices.Clip(h.Fencers), f)
+	case opts.LeaseProtocol != nil:
+		return nil, errors.New("controllerruntime: NewChecker: Options.LeaseProtocol without FenceLease would do nothing: set FenceLease")
 	}
 	var events health.Observer
 	switch {

@@ -35,12 +35,16 @@ func newInstances(mgr podhealthcr.Manager, recorder record.EventRecorder) *insta
 	return &instances{mgr: mgr, recorder: recorder, health: health.Options{Memory: health.NewMemory(health.MemoryOptions{})}}
 }
 
-// check force-deletes the cluster's dead instances once fenced (their
-// Leases read live, and watched through the manager's cache when it has
-// one), and says whether one runs and when to look again.
+// check force-deletes the cluster's dead instances once fenced, and says
+// whether one runs and when to look again. Each instance writes only while
+// it holds the cluster's primary Lease, and stops within 10 s of losing it:
+// the operator says so here, from its own resource, not on the pods.
 func (i *instances) check(ctx context.Context, cluster client.Object) (bool, time.Duration, error) {
+	protocol := func(*corev1.Pod) (fencing.LeaseProtocol, bool) {
+		return fencing.LeaseProtocol{Lease: cluster.GetName() + "-primary", Deadline: 10 * time.Second}, true
+	}
 	checker, err := podhealthcr.NewCheckerForOwner(i.mgr, cluster, ".metadata.controller",
-		podhealthcr.Options{Health: i.health, CoreEventRecorder: i.recorder, FenceLease: true})
+		podhealthcr.Options{Health: i.health, CoreEventRecorder: i.recorder, FenceLease: true, LeaseProtocol: protocol})
 	if err != nil {
 		return false, 0, err
 	}
@@ -63,7 +67,6 @@ func ExampleNewCheckerForOwner() {
 	lost, primary, _ := exampleObjects()
 	primary.Namespace, primary.Name, primary.Labels = "db", "pg-1", nil
 	primary.OwnerReferences = []metav1.OwnerReference{{APIVersion: "postgresql.example.com/v1", Kind: "Cluster", Name: "pg", UID: "pg-uid", Controller: ptr.To(true)}}
-	primary.Annotations = map[string]string{fencing.AnnotationLease: "pg-primary", fencing.AnnotationDeadline: "10s"}
 	primary.Spec.Volumes = []corev1.Volume{{Name: "pgdata", VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "pg-1"}}}}
 	lease := &coordinationv1.Lease{

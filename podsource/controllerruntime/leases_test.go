@@ -164,6 +164,10 @@ func TestFenceLeaseWiresTheLeasePathInOneOption(t *testing.T) {
 	require.NoError(t, err)
 	_, err = crh.NewChecker(&manager{cache: c, live: c}, "default", selector, crh.Options{FenceLease: true, Health: health.Options{Fencers: []health.Fencer{own}}})
 	require.ErrorContains(t, err, `"lease"`)
+	_, err = crh.NewChecker(&manager{cache: c, live: c}, "default", selector, crh.Options{LeaseProtocol: func(*corev1.Pod) (fencing.LeaseProtocol, bool) {
+		return fencing.LeaseProtocol{}, false
+	}})
+	require.ErrorContains(t, err, "LeaseProtocol without FenceLease would do nothing")
 }
 
 // The Lease fencing's marker and LeaseFencingRBAC are the same rule.

@@ -75,6 +75,12 @@ type CheckerOptions struct {
 	// watch on leases too. Nil means no watch. Without FenceLease it would
 	// do nothing, and NewChecker refuses it.
 	Leases LeaseEvents
+	// LeaseProtocol, with FenceLease, states each pod's protocol in
+	// process (fencing.LeaseOptions.Protocol), computed from the
+	// operator's own resource: nothing is stamped on its pods, and the
+	// pods' annotations are not read. Nil means the annotations. Without
+	// FenceLease it would do nothing, and NewChecker refuses it.
+	LeaseProtocol func(pod *corev1.Pod) (fencing.LeaseProtocol, bool)
 }
 
 // NewChecker builds a Checker of the pods of namespace that match selector
@@ -120,13 +126,15 @@ func NewChecker(client kubernetes.Interface, pods corelisters.PodLister, namespa
 	}
 	switch {
 	case opts.FenceLease:
-		f, err := leaseFencerOf(client, h.Clock, opts.Leases)
+		f, err := leaseFencerOf(client, h.Clock, opts.Leases, opts.LeaseProtocol)
 		if err != nil {
 			return nil, fmt.Errorf("kube: NewChecker: CheckerOptions.FenceLease: %w", err)
 		}
 		h.Fencers = append(slices.Clip(h.Fencers), f)
 	case !isNil(opts.Leases):
 		return nil, errors.New("kube: NewChecker: CheckerOptions.Leases without FenceLease would do nothing: set FenceLease, or drop Leases")
+	case opts.LeaseProtocol != nil:
+		return nil, errors.New("kube: NewChecker: CheckerOptions.LeaseProtocol without FenceLease would do nothing: set FenceLease")
 	}
 	if !isNil(opts.Recorder) {
 		held, err := heldEventsOf(client, h.Clock)
@@ -169,29 +177,37 @@ type leaseKey struct {
 	informer LeaseEvents
 }
 
-// leaseFencers are NewChecker's Lease fencers, one per client, clock and
-// informer, so that checkers built per reconcile share one watch.
-var leaseFencers registry.Registry[leaseKey, *fencing.LeaseFencer]
+// leasePath is the Lease path that NewChecker's checkers over one client,
+// clock and informer share: the live reads, and the watch (nil without an
+// informer).
+type leasePath struct {
+	live  *LiveLeases
+	watch fencing.LeaseSightings
+}
 
-// leaseFencerOf returns the Lease fencer that every checker over client on
-// clk with informer (nil: no watch) shares.
-func leaseFencerOf(client kubernetes.Interface, clk clock.PassiveClock, informer LeaseEvents) (*fencing.LeaseFencer, error) {
+// leasePaths are NewChecker's Lease paths, so that checkers built per
+// reconcile share one watch.
+var leasePaths registry.Registry[leaseKey, leasePath]
+
+// leaseFencerOf returns a Lease fencer with protocol over the Lease path
+// that every checker over client on clk with informer (nil: no watch)
+// shares.
+func leaseFencerOf(client kubernetes.Interface, clk clock.PassiveClock, informer LeaseEvents, protocol func(*corev1.Pod) (fencing.LeaseProtocol, bool)) (*fencing.LeaseFencer, error) {
 	if isNil(informer) {
 		informer = nil
 	}
-	return leaseFencers.Get(leaseKey{client: client, clock: clk, informer: informer}, func() (*fencing.LeaseFencer, error) {
+	path, err := leasePaths.Get(leaseKey{client: client, clock: clk, informer: informer}, func() (leasePath, error) {
 		live, err := NewLiveLeases(client.CoordinationV1())
-		if err != nil {
-			return nil, err
+		if err != nil || informer == nil {
+			return leasePath{live: live}, err
 		}
-		var opts fencing.LeaseOptions
-		if informer != nil {
-			if opts.Seen, err = NewLeaseWatch(informer, clk); err != nil {
-				return nil, err
-			}
-		}
-		return fencing.NewLeaseFencer(live, opts)
+		watch, err := NewLeaseWatch(informer, clk)
+		return leasePath{live: live, watch: watch}, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	return fencing.NewLeaseFencer(path.live, fencing.LeaseOptions{Seen: path.watch, Protocol: protocol})
 }
 
 // nodeEvidence fills in h's node evidence where it is nil.

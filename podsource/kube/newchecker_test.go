@@ -299,6 +299,30 @@ func TestNewCheckerFenceLeaseWiresTheLeasePath(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	_, err := kube.NewChecker(client, startPodInformer(t, client, "default"), "default", registry, kube.CheckerOptions{Leases: factory.Coordination().V1().Leases().Informer()})
 	require.ErrorContains(t, err, "Leases without FenceLease would do nothing")
+	protocol := func(*corev1.Pod) (fencing.LeaseProtocol, bool) {
+		return fencing.LeaseProtocol{Lease: "pg", Deadline: 10 * time.Second}, true
+	}
+	_, err = kube.NewChecker(client, startPodInformer(t, client, "default"), "default", registry, kube.CheckerOptions{LeaseProtocol: protocol})
+	require.ErrorContains(t, err, "LeaseProtocol without FenceLease would do nothing")
+
+	// The protocol stated in process, nothing on the pod: held for the
+	// wait from the first check, then freed.
+	bare := pod.DeepCopy()
+	bare.Annotations = nil
+	client = fake.NewClientset(loadNode(t, "node-lost.json"), loadNode(t, "node-healthy.json"), bare, lease)
+	clk := clocktesting.NewFakePassiveClock(delivered.Add(time.Minute))
+	opts := kube.CheckerOptions{FenceLease: true, LeaseProtocol: protocol, Health: health.Options{Clock: clk, Memory: &health.Memory{}}}
+	lister := startPodInformer(t, client, bare.Namespace)
+	var outcomes []health.Outcome
+	for _, at := range []time.Duration{0, 27 * time.Second} {
+		clk.SetTime(delivered.Add(time.Minute + at))
+		checker, err := kube.NewChecker(client, lister, bare.Namespace, registry, opts)
+		require.NoError(t, err)
+		report, err := checker.CheckReport(context.Background())
+		require.NoError(t, err)
+		outcomes = append(outcomes, report.Pods[0].Outcome)
+	}
+	require.Equal(t, []health.Outcome{health.HeldBack, health.ForceDeleted}, outcomes)
 }
 
 // notifying is a Lease informer that closes added once the handler it was
