@@ -664,27 +664,7 @@ func runNetworkFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	checker := fencersChecker(t, c, factory, nodeFactory, ns, selector, fencer)
 	running.Go(func() { loop.run(runCtx, checker, time.Second) })
 
-	fenced.Fail()
-	withdrawn.Fail()
-	for _, p := range []*corev1.Pod{onFenced, onWithdrawn} {
-		if _, err := harness.WaitForPod(ctx, c, ns, p.Name, taintEvicted); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, p := range []*corev1.Pod{onFenced, onWithdrawn} {
-		if _, err := harness.ConsistentlyPod(ctx, c, ns, p.Name, 4*time.Second, taintEvicted); err != nil {
-			t.Fatalf("%s without a fenced NetworkFence: %v", p.Name, err)
-		}
-	}
-	putNetworkFence(ctx, t, d, how.prefix+"-fenced", fmt.Sprintf("10.0.0.%d/32", subnet+1), "Fenced", "fencing operation successful")
-	fencedAt := time.Now()
-	if _, err := harness.WaitForPod(ctx, c, ns, onFenced.Name, harness.PodGone); err != nil {
-		t.Fatalf("the pod of the fenced node: %v", err)
-	}
-	gone := time.Since(fencedAt)
-	if _, err := harness.ConsistentlyPod(ctx, c, ns, onWithdrawn.Name, 3*time.Second, taintEvicted); err != nil {
-		t.Fatalf("the pod whose fence was withdrawn: %v", err)
-	}
+	gone := failAndFence(ctx, t, c, d, how, onFenced, onWithdrawn, fenced, withdrawn, subnet)
 	_, prs := loop.reportsOf(onWithdrawn.UID)
 	if len(prs) == 0 || !strings.Contains(prs[len(prs)-1].HeldBack.Detail, `is fenceState "Unfenced"`) {
 		t.Errorf("the withdrawn fence's pod: last reports %v, want held for the withdrawn fence", stsOutcomes(prs))
@@ -701,19 +681,12 @@ func runNetworkFence(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	return fmt.Sprintf("| a StatefulSet pod on a node the storage fenced (a csi-addons NetworkFence, `Succeeded`; checks every 1 s) | force-deleted %v after the fence's status said so; the pod whose fence was withdrawn (`Unfenced`, an earlier fence's success left in its status) held |", figSec(gone))
 }
 
-// runNetworkFenceController is runNetworkFence's second half with
-// podhealth-controller as the checker, run as an admin runs it (less its
-// RBAC: the test's kubeconfig) with --network-fence-driver: the fenced
-// node's pod goes, and the withdrawn fence's pod is held, with an event
-// that says why. Its node cache is the one whose transform must keep the
-// nodes' addresses.
-func runNetworkFenceController(ctx context.Context, t *testing.T, cp *harness.ControlPlane, d dynamic.Interface, how networkFence, onFenced, onWithdrawn *corev1.Pod, fenced, withdrawn *harness.Node, subnet int) string {
-	c := cp.Client()
+// failAndFence fails both nodes, requires both pods held while no fence
+// is fenced, fences the first node's address, and returns how long after
+// that its pod was gone, with the second pod still held.
+func failAndFence(ctx context.Context, t *testing.T, c kubernetes.Interface, d dynamic.Interface, how networkFence, onFenced, onWithdrawn *corev1.Pod, fenced, withdrawn *harness.Node, subnet int) time.Duration {
+	t.Helper()
 	ns := how.namespace
-	// Its Breaker would stop it while the other scenarios' nodes are down
-	// too: that is not what this measures.
-	cp.StartController(t, bins, "network-fence", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--network-fence-driver=rbd.csi.ceph.com", "--namespace-selector="+networkFenceLabel+"=true", "--breaker-min-unhealthy=10")
 	fenced.Fail()
 	withdrawn.Fail()
 	for _, p := range []*corev1.Pod{onFenced, onWithdrawn} {
@@ -735,6 +708,23 @@ func runNetworkFenceController(ctx context.Context, t *testing.T, cp *harness.Co
 	if _, err := harness.ConsistentlyPod(ctx, c, ns, onWithdrawn.Name, 3*time.Second, taintEvicted); err != nil {
 		t.Fatalf("the pod whose fence was withdrawn: %v", err)
 	}
+	return gone
+}
+
+// runNetworkFenceController is runNetworkFence's second half with
+// podhealth-controller as the checker, run as an admin runs it (less its
+// RBAC: the test's kubeconfig) with --network-fence-driver: the fenced
+// node's pod goes, and the withdrawn fence's pod is held, with an event
+// that says why. Its node cache is the one whose transform must keep the
+// nodes' addresses.
+func runNetworkFenceController(ctx context.Context, t *testing.T, cp *harness.ControlPlane, d dynamic.Interface, how networkFence, onFenced, onWithdrawn *corev1.Pod, fenced, withdrawn *harness.Node, subnet int) string {
+	c := cp.Client()
+	ns := how.namespace
+	// Its Breaker would stop it while the other scenarios' nodes are down
+	// too: that is not what this measures.
+	cp.StartController(t, bins, "network-fence", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--network-fence-driver=rbd.csi.ceph.com", "--namespace-selector="+networkFenceLabel+"=true", "--breaker-min-unhealthy=10")
+	gone := failAndFence(ctx, t, c, d, how, onFenced, onWithdrawn, fenced, withdrawn, subnet)
 	// The force delete's event names the proof, not the NotReady node
 	// alone.
 	var deleted string
