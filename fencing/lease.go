@@ -274,8 +274,8 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 // the wait runs across them, and a Lease taken back and forth is a new
 // acquisition that waits afresh. Without an acquireTime an acquisition
 // cannot be told from the next one, and nothing is proved. The duration is
-// the new record's: the holders of one Lease share it, as one workload's
-// leader-election candidates do.
+// the new record's: the holders of one Lease must share it (docs/safety.md
+// says so among what to check before annotating a workload).
 func (f *LeaseFencer) takenOver(q health.FenceQuery, lease *coordinationv1.Lease, name, holder string, proto leaseProtocol) (health.Fence, error) {
 	spec := &lease.Spec
 	taken := name + " is held by " + strconv.Quote(holder) + ", not " + strconv.Quote(proto.holder)

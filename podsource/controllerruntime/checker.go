@@ -77,7 +77,9 @@ type Options struct {
 	// ctrl.Manager does), the wait started when the cache's Lease informer
 	// delivered the holder's last renewal (kube.LeaseWatch, on
 	// Health.Clock), not at the first check after the pod's eviction. The
-	// checkers of one manager and clock share one fencer and one watch. It
+	// checkers of one manager and clock share one watch; a Manager that
+	// cannot be compared and shares no Health.Memory gets none (its
+	// checkers share nothing, and each watch would outlive its checker). It
 	// needs get, list and watch on leases (the RBAC markers of
 	// LeaseFencingRBAC). The default is false.
 	FenceLease bool
@@ -97,6 +99,10 @@ type managerState struct {
 	nodes, liveNodes *Nodes
 	claims           *Claims
 	held             *podsource.HeldEvents
+	// private is true of the state of one checker alone (a Manager that
+	// cannot be compared, without a Memory): it registers no watch, which
+	// would outlive the checker on the manager's informer.
+	private bool
 
 	// The Lease path of Options.FenceLease, made on first use: the live
 	// reads and the watch.
@@ -115,7 +121,7 @@ func (s *managerState) leaseFencer(ctx context.Context, mgr Manager, clk clock.P
 		if s.leasesErr != nil {
 			return
 		}
-		if c, ok := mgr.(interface{ GetCache() cache.Cache }); ok && !isNil(c.GetCache()) {
+		if c, ok := mgr.(interface{ GetCache() cache.Cache }); ok && !isNil(c.GetCache()) && !s.private {
 			// Not blocking on the informer's sync: a cache without RBAC
 			// for Leases would never sync, and the fencer reads live
 			// anyway; until it syncs the waits run from the first check.
@@ -184,7 +190,11 @@ func stateOf(mgr Manager, c client.Client, h health.Options) (*managerState, err
 			// Nothing this checker is built with outlives it: like a
 			// Checker with a Memory of its own, it keeps its state to
 			// itself.
-			return build()
+			s, err := build()
+			if s != nil {
+				s.private = true
+			}
+			return s, err
 		}
 		key.owner = h.Memory
 	}

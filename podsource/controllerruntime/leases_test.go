@@ -174,3 +174,34 @@ func TestFenceLeaseWiresTheLeasePathInOneOption(t *testing.T) {
 func TestLeaseFencingMarkerAndRuleAreTheSame(t *testing.T) {
 	require.Empty(t, cmp.Diff(crh.LeaseFencingRBAC(), markerRules(t, "leases.go")))
 }
+
+// A Manager that cannot be compared, whose checkers share no Memory, keeps
+// its state to each checker: FenceLease then registers no watch on its
+// informer, which would pile up one handler per reconcile and outlive
+// every checker. With a shared Memory the checkers share one watch.
+func TestFenceLeaseRegistersOneWatchPerSharedStateAndNoneForAChecker(t *testing.T) {
+	c := apiServer(t)
+	selector := labels.SelectorFromSet(labels.Set{"app": "pg"})
+	informer := &leaseInformer{}
+	mgr := uncomparableCached{uncomparable: uncomparable{cache: c, live: c, tags: map[string]string{}}, cache: &leaseCache{informer: informer}}
+	for range 3 {
+		_, err := crh.NewChecker(mgr, "default", selector, crh.Options{FenceLease: true})
+		require.NoError(t, err)
+	}
+	require.Empty(t, informer.handlers, "no watch for state of one checker")
+	memory := &health.Memory{}
+	for range 3 {
+		_, err := crh.NewChecker(mgr, "default", selector, crh.Options{FenceLease: true, Health: health.Options{Memory: memory}})
+		require.NoError(t, err)
+	}
+	require.Len(t, informer.handlers, 1, "one watch for the checkers that share a Memory")
+}
+
+// uncomparableCached is a Manager held by value that cannot be compared,
+// with a cache.
+type uncomparableCached struct {
+	uncomparable
+	cache *leaseCache
+}
+
+func (m uncomparableCached) GetCache() cache.Cache { return m.cache }
