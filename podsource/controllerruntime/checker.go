@@ -42,9 +42,12 @@ type Manager interface {
 type Options struct {
 	// Health are the Checker's options. NewChecker fills in Nodes,
 	// LiveNodes and Claims as the fields below say, only where they are
-	// nil, and adds the EventRecorder's events to Observer; everything else (Memory, Budget, Logger, Rules,
-	// DryRun...) is passed on as it is. Checkers built per reconcile should
-	// share one health.Memory (see package health).
+	// nil, and adds the EventRecorder's events to Observer; everything
+	// else (Budget, Logger, Rules, DryRun...) is passed on as it is. A nil
+	// Memory means the one that the manager's checkers on the same
+	// Health.Clock share, so that checkers built per reconcile remember
+	// what the others force-deleted (see package health); a Manager that
+	// cannot be compared gives each checker a Memory of its own.
 	Health health.Options
 	// NoNodeEvidence, when true, leaves Health.Nodes and Health.LiveNodes
 	// nil. By default they read nodes from the manager's cache and, to
@@ -99,6 +102,8 @@ type managerState struct {
 	nodes, liveNodes *Nodes
 	claims           *Claims
 	held             *podsource.HeldEvents
+	// memory is the Memory of the checkers given none.
+	memory *health.Memory
 	// private is true of the state of one checker alone (a Manager that
 	// cannot be compared, without a Memory): it registers no watch, which
 	// would outlive the checker on the manager's informer.
@@ -182,6 +187,7 @@ func stateOf(mgr Manager, c client.Client, h health.Options) (*managerState, err
 		if s.held, err = podsource.NewHeldEvents(podsource.HeldEventsOptions{Clock: h.Clock}); err != nil {
 			return nil, err
 		}
+		s.memory = health.NewMemory(health.MemoryOptions{})
 		return s, nil
 	}
 	key := managerKey{owner: mgr, clock: h.Clock}
@@ -192,7 +198,7 @@ func stateOf(mgr Manager, c client.Client, h health.Options) (*managerState, err
 			// itself.
 			s, err := build()
 			if s != nil {
-				s.private = true
+				s.private, s.memory = true, nil
 			}
 			return s, err
 		}
@@ -213,9 +219,9 @@ func stateOf(mgr Manager, c client.Client, h health.Options) (*managerState, err
 // and one Health.Clock share their node and claim readers, so that a cache that never syncs costs one read timeout
 // in all rather than one per reconcile, and the record of holds already
 // recorded, so that a hold gets one event rather than one per reconcile
-// (and again after podsource.DefaultHeldRepeat on Health.Clock). They
-// should share a health.Memory in opts.Health.Memory too, so that
-// what one checker deleted is not deleted again by the next.
+// (and again after podsource.DefaultHeldRepeat on Health.Clock), and,
+// unless opts.Health.Memory names one, a health.Memory, so that what one
+// checker deleted is not deleted again by the next.
 func NewChecker(mgr Manager, namespace string, selector labels.Selector, opts Options) (*health.Checker, error) {
 	if isNil(mgr) {
 		return nil, errors.New("controllerruntime: NewChecker: nil Manager")
@@ -263,6 +269,9 @@ func newChecker(mgr Manager, c client.Client, source health.PodSource, deleter h
 	shared, err := stateOf(mgr, c, h)
 	if err != nil {
 		return nil, err
+	}
+	if h.Memory == nil {
+		h.Memory = shared.memory // nil for a private state: the Checker's own
 	}
 	if !opts.NoNodeEvidence {
 		if h.Nodes == nil {

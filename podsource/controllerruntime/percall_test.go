@@ -166,3 +166,43 @@ type uncomparable struct {
 
 func (m uncomparable) GetClient() client.Client    { return m.cache }
 func (m uncomparable) GetAPIReader() client.Reader { return m.live }
+
+// Checkers built per reconcile without a Memory share the manager's: the
+// second reconcile, over a cache that still lists the pod the first one
+// force-deleted, sends no second DELETE. Another manager's checkers
+// remember nothing of it, nor do those of a Manager that cannot be
+// compared.
+func TestCheckersBuiltPerReconcileWithoutAMemoryDeleteOnce(t *testing.T) {
+	stale := func(deletes *atomic.Int32) client.Client {
+		// The DELETE is accepted, and the cache goes on listing the pod.
+		c := apiServer(t, loadPod(t, testutil.PodTaintEvicted), loadPod(t, testutil.PodAlive))
+		return interceptor.NewClient(c, interceptor.Funcs{Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+			deletes.Add(1)
+			return nil
+		}})
+	}
+	reconcile := func(mgr crh.Manager) {
+		checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{NoNodeEvidence: true})
+		require.NoError(t, err)
+		healthy, err := checker.Check(context.Background())
+		require.NoError(t, err)
+		require.True(t, healthy)
+	}
+
+	var deletes atomic.Int32
+	c := stale(&deletes)
+	mgr := &manager{cache: c, live: c}
+	for range 3 {
+		reconcile(mgr)
+	}
+	require.Equal(t, int32(1), deletes.Load(), "DELETEs sent by three reconciles over a stale cache")
+	reconcile(&manager{cache: c, live: c})
+	require.Equal(t, int32(2), deletes.Load(), "another manager's checkers share nothing with these")
+
+	var own atomic.Int32
+	byValue := uncomparable{cache: stale(&own), tags: map[string]string{}}
+	byValue.live = byValue.cache
+	reconcile(byValue)
+	reconcile(byValue)
+	require.Equal(t, int32(2), own.Load(), "a Manager that cannot be compared: each checker remembers alone")
+}

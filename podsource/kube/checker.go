@@ -29,8 +29,10 @@ type CheckerOptions struct {
 	// Health are the Checker's options. NewChecker fills in Nodes,
 	// LiveNodes and Breaker.Nodes as the fields below say, only where they
 	// are nil, and adds the Recorder's events to Observer; everything else (Memory, Budget, Logger,
-	// Rules, DryRun...) is passed on as it is. Checkers built per reconcile
-	// share one health.Memory (see package health).
+	// Rules, DryRun...) is passed on as it is. A nil Memory means the one
+	// that NewChecker's checkers over the same client and Health.Clock
+	// share, so that checkers built per reconcile remember what the others
+	// force-deleted (see package health).
 	Health health.Options
 	// Nodes, when not nil, is a node informer (from a factory without a
 	// namespace and without list options, so that it holds every node):
@@ -89,10 +91,10 @@ type CheckerOptions struct {
 // node evidence and events as opts say. namespace and selector are required, and refused as
 // NewListerSource refuses them.
 //
-// It is cheap enough to call in every reconcile; the checkers of one
-// operator should then share a health.Memory in opts.Health.Memory. The
-// checkers it builds over one client and one Health.Clock share their
-// record of holds already recorded as events (podsource.HeldEvents, its
+// It is cheap enough to call in every reconcile. The checkers it builds
+// over one client and one Health.Clock share a health.Memory, unless
+// opts.Health.Memory names one, and their record of holds already
+// recorded as events (podsource.HeldEvents, its
 // repeat on that clock), so that a hold gets one event rather than one per
 // reconcile. The
 // requests it sends are those of PolicyRules, and of EvidencePolicyRules
@@ -119,6 +121,9 @@ func NewChecker(client kubernetes.Interface, pods corelisters.PodLister, namespa
 		return nil, err
 	}
 	h := opts.Health
+	if h.Memory == nil {
+		h.Memory = memoryOf(client, h.Clock)
+	}
 	if !opts.NoNodeEvidence {
 		if err := opts.nodeEvidence(client, &h); err != nil {
 			return nil, err
@@ -150,23 +155,41 @@ func NewChecker(client kubernetes.Interface, pods corelisters.PodLister, namespa
 	return health.New(source, deleter, h)
 }
 
-// heldKey is what the checkers that share one record of holds have in
-// common: their client and their clock.
-type heldKey struct {
+// clientKey is what the checkers that share one record of holds, or one
+// Memory, have in common: their client and their clock.
+type clientKey struct {
 	client kubernetes.Interface
 	clock  clock.PassiveClock
 }
 
 // helds are the records of holds of NewChecker's checkers, one per client
 // and clock, so that checkers built per reconcile record a hold once.
-var helds registry.Registry[heldKey, *podsource.HeldEvents]
+var helds registry.Registry[clientKey, *podsource.HeldEvents]
 
 // heldEventsOf returns the record of holds that every checker over client
 // on clock (nil: the real clock) shares; its repeat runs on that clock.
 func heldEventsOf(client kubernetes.Interface, clk clock.PassiveClock) (*podsource.HeldEvents, error) {
-	return helds.Get(heldKey{client: client, clock: clk}, func() (*podsource.HeldEvents, error) {
+	return helds.Get(clientKey{client: client, clock: clk}, func() (*podsource.HeldEvents, error) {
 		return podsource.NewHeldEvents(podsource.HeldEventsOptions{Clock: clk})
 	})
+}
+
+// memories are the Memories of NewChecker's checkers that are given none,
+// one per client and clock, so that checkers built per reconcile remember
+// what the others deleted.
+var memories registry.Registry[clientKey, *health.Memory]
+
+// memoryOf returns the Memory that every checker over client on clk that
+// is given none shares; nil, for a Memory of the checker's own, when
+// client cannot be compared (its checkers cannot be told to share).
+func memoryOf(client kubernetes.Interface, clk clock.PassiveClock) *health.Memory {
+	m, err := memories.Get(clientKey{client: client, clock: clk}, func() (*health.Memory, error) {
+		return health.NewMemory(health.MemoryOptions{}), nil
+	})
+	if err != nil {
+		return nil
+	}
+	return m
 }
 
 // leaseKey is what the checkers that share one Lease fencer have in

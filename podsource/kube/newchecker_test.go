@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -339,4 +340,33 @@ func (n notifying) AddEventHandler(h toolscache.ResourceEventHandler) (toolscach
 		UpdateFunc: h.OnUpdate,
 		DeleteFunc: h.OnDelete,
 	})
+}
+
+// Checkers built per reconcile without a Memory share one per client and
+// clock: the second reconcile, over a cache that still lists the pod the
+// first one force-deleted, sends no second DELETE. A checker over another
+// client remembers nothing of it.
+func TestNewCheckerPerReconcileWithoutAMemoryDeletesOnce(t *testing.T) {
+	pods := allFixturePods(t)
+	indexer := podIndexer() // never told of the delete: a lagging cache
+	for _, p := range pods {
+		require.NoError(t, indexer.Add(p))
+	}
+	lister := corelisters.NewPodLister(indexer)
+	client := fake.NewClientset(objects(pods...)...)
+	for i := range 3 {
+		checker, err := kube.NewChecker(client, lister, "default", registry, kube.CheckerOptions{})
+		require.NoError(t, err)
+		healthy, err := checker.Check(context.Background())
+		require.NoError(t, err, "reconcile %d", i)
+		require.True(t, healthy, "reconcile %d", i)
+	}
+	require.Len(t, deleteActions(client), 1, "DELETEs sent by three reconciles over a stale cache")
+
+	other := fake.NewClientset(objects(pods...)...)
+	checker, err := kube.NewChecker(other, lister, "default", registry, kube.CheckerOptions{})
+	require.NoError(t, err)
+	_, err = checker.Check(context.Background())
+	require.NoError(t, err)
+	require.Len(t, deleteActions(other), 1, "another client's checkers share nothing with these")
 }
