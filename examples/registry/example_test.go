@@ -10,11 +10,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/podhealth/podhealth/examples/registry"
-	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/replacements"
 )
 
-// An operator creates one Memory and one informer, and builds a Reconciler
+// An operator creates one Tracker and one informer, and builds a Reconciler
 // per call.
 func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -26,12 +25,11 @@ func Example() {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	memory := health.NewMemory(health.MemoryOptions{})  // one per operator, shared by every Reconciler
-	created := replacements.New(replacements.Options{}) // the same
+	created := replacements.New(replacements.Options{}) // one per operator, shared by every Reconciler
 
 	source := registry.CatalogSource{Name: "operatorhubio", Namespace: "olm", Image: "quay.io/operatorhubio/catalog:latest"}
 	reconcile := func() error {
-		r, err := registry.NewReconciler(client, lister, memory, created, klog.Background(), nil) // nil: nodes read live
+		r, err := registry.NewReconciler(client, lister, created, klog.Background(), nil) // nil: nodes read live
 		if err != nil {
 			return err
 		}

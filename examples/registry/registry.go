@@ -5,11 +5,16 @@
 // registry pod is alive, force-deleting the pods that died with their node;
 // EnsureRegistryServer creates a new pod when it answers (false, nil).
 //
-// The Reconciler is cheap and built per call, as such operators do: what
-// must outlive a call lives in two objects that the caller creates once and
-// passes to every Reconciler: the record of what was force-deleted, a
-// health.Memory, and the record of the registry pods created that the
-// informer does not list yet, a replacements.Tracker.
+// The Reconciler is cheap and built per call, as such operators do. What
+// must outlive a call: the record of what was force-deleted, a
+// health.Memory, which kube.NewChecker shares between the checkers over
+// one clientset; and the record of the registry pods created that the
+// informer does not list yet, a replacements.Tracker, which the caller
+// creates once and passes to every Reconciler.
+//
+// Every line that podhealth adds to such a reconciler lies between the
+// "podhealth:begin" and "podhealth:end" comments;
+// TestOLMsShapeIsAtMost25Lines counts them.
 package registry
 
 import (
@@ -29,9 +34,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
+	// podhealth:begin imports
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource/kube"
 	"github.com/podhealth/podhealth/replacements"
+	// podhealth:end
 )
 
 const (
@@ -138,64 +145,38 @@ func (s CatalogSource) Current(pod *corev1.Pod) bool {
 type Reconciler struct {
 	client kubernetes.Interface
 	pods   corelisters.PodLister
-	memory *health.Memory
-	// created is shared like memory: a Reconciler of the next call must
-	// know about the pod this one created before the informer lists it.
+	log    logr.Logger
+	// podhealth:begin fields
+	// created is shared by every Reconciler: a Reconciler of the next call
+	// must know about the pod this one created before the informer lists
+	// it.
 	created *replacements.Tracker
-	log     logr.Logger
 	nodes   health.NodeGetter
+	// podhealth:end
 }
 
 // NewReconciler returns a Reconciler that lists pods from pods (an
 // informer's lister), and deletes and creates them through client.
 //
-// memory and created are required, and must be the same for every
-// Reconciler of the operator: create them once with health.NewMemory and
-// replacements.New. nodes, typically a kube.NodeSource, gives node
+// created is required, and must be the same for every Reconciler of the
+// operator: create it once with replacements.New. nodes, typically a kube.NodeSource, gives node
 // evidence from a cache; nil means the node of a pod that is terminating
 // is read live through client (one GET per node and check), which still
 // lets a lost node's pod go at once.
-func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, memory *health.Memory, created *replacements.Tracker, log logr.Logger, nodes health.NodeGetter) (*Reconciler, error) {
+func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, created *replacements.Tracker, log logr.Logger, nodes health.NodeGetter) (*Reconciler, error) {
 	if client == nil {
 		return nil, errors.New("registry: NewReconciler: nil clientset")
 	}
 	if pods == nil {
 		return nil, errors.New("registry: NewReconciler: nil PodLister")
 	}
-	if memory == nil {
-		return nil, errors.New("registry: NewReconciler: nil Memory; create one health.Memory per operator and pass it to every Reconciler")
-	}
+	// podhealth:begin tracker
 	if created == nil {
 		return nil, errors.New("registry: NewReconciler: nil Tracker; create one replacements.Tracker per operator and pass it to every Reconciler")
 	}
-	return &Reconciler{client: client, pods: pods, memory: memory, created: created, log: log, nodes: nodes}, nil
+	// podhealth:end
+	return &Reconciler{client: client, pods: pods, created: created, log: log, nodes: nodes}, nil
 }
-
-// readme:begin registry
-// checker returns the Checker of source's current registry pods.
-func (r *Reconciler) checker(source CatalogSource) (*health.Checker, error) {
-	return kube.NewChecker(r.client, r.pods, source.Namespace, source.Selector(), kube.CheckerOptions{
-		// Only the pods of the current spec count: a stale pod, however
-		// alive, must not answer healthy for a spec it does not run. Stale
-		// pods are then never judged, so never force-deleted here either.
-		Keep: source.Current,
-		Health: health.Options{
-			Logger: r.log,
-			// The Memory is shared, not the Checker's own: the Reconciler,
-			// and with it this Checker, is dropped after one call. A Memory
-			// of its own would forget the pods it force-deleted, and the
-			// next call, listing them again from a cache that has not yet
-			// seen the delete, would send another DELETE per call until
-			// the cache catches up.
-			Memory: r.memory,
-			// nil: NewChecker reads a dead pod's node live, one GET per
-			// node and check, so a lost node's pod goes at once.
-			Nodes: r.nodes,
-		},
-	})
-}
-
-// readme:end registry
 
 // CheckRegistryServer reports whether a registry pod of source's current
 // spec is alive. On the way it force-deletes the current pods that died
@@ -209,12 +190,22 @@ func (r *Reconciler) CheckRegistryServer(ctx context.Context, source CatalogSour
 	return report.Healthy, err
 }
 
+// readme:begin registry
 // check is CheckRegistryServer with the check's report.
 func (r *Reconciler) check(ctx context.Context, source CatalogSource) (health.Report, error) {
 	if err := source.Validate(); err != nil {
 		return health.Report{}, err
 	}
-	checker, err := r.checker(source)
+	// podhealth:begin check
+	// Only the pods of the current spec count (Keep): a stale pod, however
+	// alive, must not answer healthy for a spec it does not run, and is
+	// never judged, so never force-deleted here either. No Memory:
+	// NewChecker's checkers over r.client share one, so that the next
+	// call, listing a force-deleted pod again from a cache that has not
+	// yet seen the delete, sends no other DELETE. Nodes nil: a dead pod's
+	// node is read live, one GET per node and check.
+	checker, err := kube.NewChecker(r.client, r.pods, source.Namespace, source.Selector(), kube.CheckerOptions{
+		Keep: source.Current, Health: health.Options{Logger: r.log, Nodes: r.nodes}})
 	if err != nil {
 		return health.Report{}, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
 	}
@@ -223,7 +214,10 @@ func (r *Reconciler) check(ctx context.Context, source CatalogSource) (health.Re
 		return report, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
 	}
 	return report, nil
+	// podhealth:end
 }
+
+// readme:end registry
 
 // EnsureRegistryServer makes sure source has a current registry pod: it
 // creates one, with generateName, when CheckRegistryServer answers
@@ -238,22 +232,24 @@ func (r *Reconciler) EnsureRegistryServer(ctx context.Context, source CatalogSou
 	report, err := r.check(ctx, source)
 	// The pods created are tracked per spec: a pod created for an older
 	// spec is not current, so no list of the current pods would contain it.
-	workload := source.Namespace + "/" + source.Name + "/" + source.SpecHash()
-	pending := r.created.PendingReport(workload, report) // after every check
+	workload := source.Namespace + "/" + source.Name + "/" + source.SpecHash() // podhealth:
+	pending := r.created.PendingReport(workload, report)                       // podhealth: after every check
 	switch {
 	case err != nil:
 		return err
 	case report.Healthy:
 		return nil
+	// podhealth:begin pending
 	case pending > 0:
 		r.log.Info("registry pod created earlier is not in the cache yet; creating no other", "catalogSource", source.Namespace+"/"+source.Name, "pending", pending)
 		return nil
+		// podhealth:end
 	}
 	created, err := r.client.CoreV1().Pods(source.Namespace).Create(ctx, source.Pod(), metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("registry: creating the registry pod of catalog source %s/%s: %w", source.Namespace, source.Name, err)
 	}
-	r.created.Created(workload, created)
+	r.created.Created(workload, created) // podhealth:
 	r.log.Info("created registry pod", "catalogSource", source.Namespace+"/"+source.Name, "pod", created.Name, "specHash", source.SpecHash())
 	return nil
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
 )
 
-// readme:begin database-operator
 // instances is a database operator's glue: its instance pods are found by
 // the owner index, fence themselves with a Lease, and are checked once per
 // reconcile of their Cluster.
@@ -51,8 +50,6 @@ func (i *instances) check(ctx context.Context, cluster client.Object) (bool, tim
 	report, err := checker.CheckReport(ctx)
 	return report.Healthy, report.RetryAfter, err
 }
-
-// readme:end database-operator
 
 // A Postgres operator's primary, on a node that stopped reporting, fences
 // itself with the Lease pg-primary (15 s) and a 10 s deadline: it is held

@@ -36,6 +36,27 @@ type OwnedPodSource struct {
 	name, index string
 }
 
+// ControllerIndex is the name of a field index of pods by their
+// controller's name, as ControllerName gives it: register it once, before
+// the manager starts, and pass it to NewCheckerForOwner or
+// NewOwnedPodSource:
+//
+//	mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podhealthcr.ControllerIndex, podhealthcr.ControllerName)
+//
+// (and to a fake client's builder, WithIndex(&corev1.Pod{},
+// ControllerIndex, ControllerName)). An operator that has such an index
+// already passes its own name instead.
+const ControllerIndex = "podhealth.io/controller"
+
+// ControllerName is the value of ControllerIndex for obj: the name of its
+// controller, or none.
+func ControllerName(obj client.Object) []string {
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		return []string{ref.Name}
+	}
+	return nil
+}
+
 // NewOwnedPodSource returns a source of the pods that owner controls.
 // owner must have a namespace, a name and a UID; index, when not empty, is
 // the name of a field index on pods whose value is their controller's

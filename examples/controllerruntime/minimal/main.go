@@ -30,7 +30,6 @@ import (
 type Reconciler struct {
 	Manager podhealthcr.Manager  // a ctrl.Manager
 	Events  events.EventRecorder // nil: none; v0.23 on: mgr.GetEventRecorder("podhealth")
-	Memory  health.Memory        // one per operator: the pods it force-deleted
 	Created replacements.Tracker // the pods it created that the cache does not list yet
 }
 
@@ -42,7 +41,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	pods := labels.Set{"app": app.Name}
 	checker, err := podhealthcr.NewChecker(r.Manager, app.Namespace, labels.SelectorFromSet(pods), podhealthcr.Options{
-		Health:        health.Options{Memory: &r.Memory, Logger: log.FromContext(ctx)},
+		Health:        health.Options{Logger: log.FromContext(ctx)},
 		EventRecorder: r.Events,
 		EventObject:   &app,
 	})

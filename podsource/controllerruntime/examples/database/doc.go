@@ -1,0 +1,19 @@
+// Package database is a database operator's whole podhealth glue, as an
+// operator that has never used podhealth adds it: a Cluster resource owns
+// its instance pods directly (no StatefulSet, no label to select on), and
+// its reconciler force-deletes the instances that died with their node
+// once the primary's Lease proves they stopped, reports whether one runs,
+// and looks again when podhealth says to.
+//
+// Every line that podhealth adds lies between the "podhealth:begin" and
+// "podhealth:end" comments; TestTheGlueIsAtMost40Lines counts them. The
+// rest is what the operator has anyway: its Cluster type, the Get of the
+// Cluster and the controller's builder.
+//
+// Each instance of a Cluster writes only while it holds the Lease
+// <cluster>-primary, and stops within Spec.StopDeadline of losing it: the
+// operator states that protocol in process, from its own resource
+// (podhealthcr.Options.LeaseProtocol), so nothing is stamped on its pods.
+// The obligations it takes on are in docs/safety.md; the database's own
+// code must keep them.
+package database
