@@ -1,0 +1,5 @@
+package stages
+
+func helper() { back() }
+
+func fourth() {}

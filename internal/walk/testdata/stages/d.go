@@ -1,0 +1,3 @@
+package stages
+
+func back() {}

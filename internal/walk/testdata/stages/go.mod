@@ -1,0 +1,3 @@
+module example.com/stages
+
+go 1.22
