@@ -1,0 +1,37 @@
+// Package selffence is the workload's side of the self-fencing Lease
+// protocol that fencing.LeaseFencer trusts: a single writer written in Go
+// embeds a Guard, writes only while Guard.MayWrite says so (or within
+// Guard.Context), and the Guard makes the process keep the protocol's
+// obligations (docs/safety.md):
+//
+//   - it writes only while less than the Lease's duration has passed
+//     since the start of its last successful renewal, on the process's
+//     own monotonic clock: MayWrite turns false, and Context ends, at that
+//     moment;
+//   - it stops on any failed renewal, whatever its peers say: a renewal
+//     that fails, that does not complete before the Lease expires, or
+//     that finds the Lease taken over ends writing at once, and the Guard
+//     does not try again (Run returns a *LostError);
+//   - by that start plus the duration plus the deadline, its whole stop is
+//     over: the Guard stops the process (Options.Exit, os.Exit by default)
+//     at that moment less the time a stop takes, whether or not the
+//     workload listened.
+//
+// Options.Stamp writes the same settings on a pod template as the
+// protocol's annotations, so that the deadline a pod states is the one its
+// Guard enforces.
+//
+// It reuses client-go's resourcelock.LeaseLock to read, create and update
+// the Lease (each update a conditional write on the resourceVersion last
+// read), but not client-go's leaderelection.LeaderElector, whose
+// obligations differ: it counts a lease from the end of a renewal, not
+// its start; it retries a failed renewal until its RenewDeadline, asking
+// the API server again on a slow path; and it leaves stopping to a
+// callback the workload may ignore.
+//
+// What the Guard cannot do: stop a write already in flight when the
+// process is frozen (SIGSTOP, a hung node, a paused VM) and then resumed
+// after the deadline; make storage that caches writes flush them in time;
+// measure time on a node whose monotonic clock stops while the process
+// runs. docs/safety.md states these windows.
+package selffence

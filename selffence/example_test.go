@@ -1,0 +1,54 @@
+package selffence_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/podhealth/podhealth/selffence"
+)
+
+// A single writer holds its Lease with a Guard, and writes only within
+// the Guard's context. The operator stamps the same settings on the pod
+// template, so the pods state the deadline their Guards enforce.
+func Example() {
+	client := fake.NewClientset() // kubernetes.NewForConfig(config) in a workload
+	opts := selffence.Options{Namespace: "db", Lease: "pg-primary", Identity: "pg-1", Deadline: 10 * time.Second}
+	opts.Exit = func() {} // in this example only: a workload keeps the default, os.Exit(1)
+	guard, err := selffence.New(client.CoordinationV1(), opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go guard.Run(ctx) //nolint:errcheck // a workload stops when Run returns, and logs why
+	<-guard.Held()
+	writes := guard.Context() // ends when writing must stop
+	fmt.Println("may write:", guard.MayWrite(), writes.Err())
+
+	var tmpl corev1.PodTemplateSpec // the operator's side
+	if err := opts.Stamp(&tmpl); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(tmpl.Annotations)
+	// Output:
+	// may write: true <nil>
+	// map[podhealth.io/fence-deadline:10s podhealth.io/fence-lease:pg-primary]
+}
+
+// Settings that could not be kept are refused, each named.
+func ExampleNew_refused() {
+	_, err := selffence.New(fake.NewClientset().CoordinationV1(), selffence.Options{
+		Namespace: "db", Lease: "pg-primary", Identity: "pg-1",
+		Duration: 10 * time.Second, RenewInterval: 10 * time.Second, Deadline: 500 * time.Millisecond,
+	})
+	fmt.Println(err)
+	// Output:
+	// selffence: settings that cannot be kept: the renew interval 10s is not below the duration 10s: the Lease would expire before each renewal
+	// the deadline 500ms is not longer than the time a stop takes (1s): the stop could not be over by the deadline
+}
