@@ -1,6 +1,7 @@
 package health
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -46,3 +47,12 @@ var ErrClaimUnavailable = errors.New("podhealth: a claim's access modes could no
 // an error wrapping ErrUnidentifiedPod, also in the pod's PodReport.Err,
 // because no API server serves such a pod: the source is wrong.
 var ErrUnidentifiedPod = errors.New("pod has no name or no UID; refusing to force-delete it without a UID precondition")
+
+// stopped wraps the error of an ended context (row D7).
+func stopped(err error) error {
+	return fmt.Errorf("podhealth: check stopped: %w", err)
+}
+
+func isContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

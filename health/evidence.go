@@ -62,7 +62,7 @@ type evidence struct {
 	// wake is how soon a rule expects a pod's verdict to change with time
 	// alone (a deadline that passes, a wait that ends); 0 when none does.
 	wake time.Duration
-	// shutdownTaints are Options.ShutdownTaints (see shutdown.go).
+	// shutdownTaints are Options.ShutdownTaints (see evidence_shutdown.go).
 	shutdownTaints []ShutdownTaint
 	// asking is the name of the fencer being asked, whose keys Sightings
 	// keeps apart.

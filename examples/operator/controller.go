@@ -54,7 +54,7 @@ type config struct {
 	// replacements tracker; nil means the real clock.
 	Clock clock.WithTicker
 	// ReplaceUnreachable and UnreachableFor are the checkers'
-	// health.Options of the same names (see unreachable.go); with
+	// health.Options of the same names (see health/evidence_unreachable.go); with
 	// ReplaceUnreachable the controller also deletes surplus live pods.
 	ReplaceUnreachable bool
 	UnreachableFor     time.Duration

@@ -60,6 +60,21 @@ func (r *Result) Reentries() map[string]int {
 	return out
 }
 
+// Grouped returns the walk with each file replaced by its group, as
+// group names it: a stage whose files are one group is entered again only
+// when the walk comes back to any of them.
+func (r *Result) Grouped(group func(file string) string) *Result {
+	out := &Result{}
+	for _, s := range r.Steps {
+		g := group(s.File)
+		out.Steps = append(out.Steps, Step{File: g, Func: s.Func})
+		if n := len(out.Files); n == 0 || out.Files[n-1] != g {
+			out.Files = append(out.Files, g)
+		}
+	}
+	return out
+}
+
 // Total is the sum of the counts in m.
 func Total(m map[string]int) int {
 	n := 0
@@ -79,7 +94,7 @@ func (r *Result) String() string {
 		names = append(names, f)
 	}
 	sort.Strings(names)
-	fmt.Fprintf(&b, "%d files entered, %d re-entries:", len(r.Entered()), Total(re))
+	fmt.Fprintf(&b, "%d entered, %d re-entries:", len(r.Entered()), Total(re))
 	for _, f := range names {
 		fmt.Fprintf(&b, " %s %d", f, re[f])
 	}

@@ -1,6 +1,7 @@
 package walk_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -40,13 +41,43 @@ func TestTheWalkRefusesAnUnknownRoot(t *testing.T) {
 }
 
 // The walk of one check through package health, from Checker.Check: a
-// ratchet on how often it comes back to a file it had left, lowered as the
-// package is reshaped into one forward pass (issue 49). The walk is
-// logged, for a reader to see where it turns back.
+// ratchet on how often it comes back to a file it had left, and to a
+// stage it had left, lowered as the package is reshaped into one forward
+// pass (issue 49). A file's stage is its name up to the first underscore
+// (classify_quiet.go is the classify stage's); the walk is logged, for a
+// reader to see where it turns back.
 func TestTheChecksWalkThroughHealthDoesNotTurnBackMore(t *testing.T) {
 	r, err := walk.Package("../../health", "(*Checker).Check")
 	require.NoError(t, err)
 	t.Log(r)
-	require.LessOrEqual(t, len(r.Entered()), 19, "files entered")
-	require.LessOrEqual(t, walk.Total(r.Reentries()), 36, "re-entries")
+	require.LessOrEqual(t, walk.Total(r.Reentries()), 36, "re-entries of files")
+
+	stages := r.Grouped(stageOf)
+	t.Log(stages)
+	require.LessOrEqual(t, walk.Total(stages.Reentries()), 31, "re-entries of stages")
+	for _, f := range r.Entered() {
+		if strings.HasPrefix(f, "node") || f == "sightings.go" || f == "shutdown.go" || strings.HasPrefix(f, "fencer") {
+			t.Errorf("%s: node evidence, sightings, shutdown taints and fencers are the evidence stage's files (evidence*.go)", f)
+		}
+	}
+}
+
+// stageOf is a file's stage: its name up to the first underscore.
+func stageOf(file string) string {
+	stage, _, _ := strings.Cut(strings.TrimSuffix(file, ".go"), "_")
+	return stage
+}
+
+func TestGroupedWalksCountStages(t *testing.T) {
+	r, err := walk.Package("testdata/stages", "Run")
+	require.NoError(t, err)
+	g := r.Grouped(func(f string) string {
+		if f == "d.go" {
+			return "c.go" // d.go joins c.go's stage: the walk turns back to a and c only
+		}
+		return f
+	})
+	require.Equal(t, []string{"a.go", "b.go", "c.go", "a.go", "c.go"}, g.Files)
+	require.Equal(t, 2, walk.Total(g.Reentries()))
+	require.Len(t, g.Steps, len(r.Steps))
 }

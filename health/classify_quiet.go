@@ -198,7 +198,3 @@ func (k *check) scanNodes(pods []*corev1.Pod, from int, others []deadPod) (alive
 func (k *check) suspectNode(e *evidence, name string) bool {
 	return (k.orphans && e.gone(name)) || (k.replaceUnreachable && e.unreachable(name))
 }
-
-// classifyAll validates the pods, then classifies every one, filling in
-// the report and telling the observer about the pods that are not dead (a
-// dead pod is finished after its force delete). It returns the dead pods

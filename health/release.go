@@ -1,7 +1,6 @@
 package health
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -181,13 +180,4 @@ func (k *check) holdBack(pod *corev1.Pod, v Verdict) (Hold, *Fence, error) {
 func (k *check) held(pod *corev1.Pod, v Verdict, hold Hold) result {
 	k.log.V(1).Info("holding back force delete", append(podKeys(pod, v), "heldBack", hold.Reason.String(), "detail", hold.Detail)...)
 	return result{outcome: HeldBack, heldBack: hold}
-}
-
-// stopped wraps the error of an ended context (row D7).
-func stopped(err error) error {
-	return fmt.Errorf("podhealth: check stopped: %w", err)
-}
-
-func isContextError(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
