@@ -112,8 +112,10 @@ func (g *Guard) Held() <-chan struct{} { return g.held }
 //
 // It acquires a Lease that is missing, or whose record it has seen
 // unchanged for the record's duration (or Duration, if longer) plus
-// Margin, whoever holds it, its own identity too: a previous process of
-// the same pod may still be writing until then.
+// Deadline plus Margin, whoever holds it, its own identity too: by then
+// the previous holder, a process of the same pod included, has stopped,
+// whether or not it listened. Every holder of one Lease must use the same
+// Deadline (Stamp them from one Options).
 func (g *Guard) Run(ctx context.Context) error {
 	g.mu.Lock()
 	if g.ran {
@@ -178,7 +180,11 @@ func (g *Guard) tryAcquire(ctx context.Context, observed **resourcelock.LeaderEl
 		*observed, *observedAt = record, now
 	}
 	if record.HolderIdentity != "" {
-		wait := max(time.Duration(record.LeaseDurationSeconds)*time.Second, g.opts.Duration) + g.opts.Margin
+		// The holder writes until its Lease expires, and its processes
+		// are stopped by the deadline after that, whether or not they
+		// listened (a workload behind the sidecar may not ask): only then
+		// may this one write.
+		wait := max(time.Duration(record.LeaseDurationSeconds)*time.Second, g.opts.Duration) + g.opts.Deadline + g.opts.Margin
 		if seen := g.opts.Clock.Since(*observedAt); seen < wait {
 			return none, false, fmt.Errorf("held by %q, its record seen unchanged for %s of %s", record.HolderIdentity, seen.Round(time.Millisecond), wait)
 		}

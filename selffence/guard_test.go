@@ -34,8 +34,11 @@ type leaseServer struct {
 	mu       sync.Mutex
 	rv       int
 	updates  atomic.Int32
-	onUpdate func(n int32) error
+	onUpdate atomic.Pointer[func(n int32) error]
 }
+
+// setOnUpdate sets the hook that runs inside each update.
+func (s *leaseServer) setOnUpdate(f func(n int32) error) { s.onUpdate.Store(&f) }
 
 func newLeaseServer(t *testing.T, leases ...*coordinationv1.Lease) *leaseServer {
 	s := &leaseServer{Clientset: fake.NewClientset()}
@@ -62,8 +65,8 @@ func newLeaseServer(t *testing.T, leases ...*coordinationv1.Lease) *leaseServer 
 	// Prepended last, so run first: the hook, then the write.
 	s.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		n := s.updates.Add(1)
-		if s.onUpdate != nil {
-			if err := s.onUpdate(n); err != nil {
+		if f := s.onUpdate.Load(); f != nil {
+			if err := (*f)(n); err != nil {
 				return true, nil, err
 			}
 		}
@@ -154,7 +157,7 @@ func TestAGuardCreatesAMissingLeaseAndWritesWhileItRenews(t *testing.T) {
 func TestAGuardCountsTheLeaseFromTheStartOfItsLastRenewal(t *testing.T) {
 	s, clk := newLeaseServer(t), newFakeClock()
 	release := make(chan struct{})
-	s.onUpdate = func(n int32) error {
+	s.setOnUpdate(func(n int32) error {
 		switch n {
 		case 1:
 			clk.Step(4 * time.Second) // a slow request
@@ -162,7 +165,7 @@ func TestAGuardCountsTheLeaseFromTheStartOfItsLastRenewal(t *testing.T) {
 			<-release // a request that hangs
 		}
 		return nil
-	}
+	})
 	g, done, exits := run(t, s, clk, tenSeconds)
 	<-g.Held()
 	start := clk.Now()
@@ -199,12 +202,12 @@ func TestAGuardCountsTheLeaseFromTheStartOfItsLastRenewal(t *testing.T) {
 // the process is stopped 14 s after the last successful renewal.
 func TestAGuardStopsOnTheFirstFailedRenewal(t *testing.T) {
 	s, clk := newLeaseServer(t), newFakeClock()
-	s.onUpdate = func(n int32) error {
+	s.setOnUpdate(func(n int32) error {
 		if n == 2 {
 			return apierrors.NewServiceUnavailable("etcd leader changed")
 		}
 		return nil
-	}
+	})
 	g, done, exits := run(t, s, clk, tenSeconds)
 	<-g.Held()
 	awaitWaiters(t, clk, 2)
@@ -246,9 +249,10 @@ func TestAGuardWhoseLeaseWasTakenOverStops(t *testing.T) {
 
 // A Lease held by another, or by the pod's own name (a previous process
 // of the same pod may still be writing), is taken only after its record
-// has been seen unchanged for its duration plus the margin (10 + 2 s); a
-// renewal seen meanwhile starts the wait again.
-func TestAGuardTakesAHeldLeaseOnlyOnceSeenUnrenewedForItsDurationAndMargin(t *testing.T) {
+// has been seen unchanged for its duration, the deadline and the margin
+// (10 + 5 + 2 s), when its holder has stopped whether or not it
+// listened; a renewal seen meanwhile starts the wait again.
+func TestAGuardTakesAHeldLeaseOnlyOnceItsHolderHasStopped(t *testing.T) {
 	for _, holder := range []string{"pg-0", "pg-1"} {
 		t.Run("held by "+holder, func(t *testing.T) {
 			clk := newFakeClock()
@@ -268,12 +272,12 @@ func TestAGuardTakesAHeldLeaseOnlyOnceSeenUnrenewedForItsDurationAndMargin(t *te
 			renewed.Spec.RenewTime = ptr.To(metav1.NewMicroTime(clk.Now()))
 			_, err := s.write(renewed)
 			require.NoError(t, err)
-			for range 4 { // 6, 9, 12 and 15 s
+			for range 6 { // 6, 9, 12, 15, 18 and 21 s
 				clk.Step(3 * time.Second)
 				awaitWaiters(t, clk, 1)
 				require.False(t, g.MayWrite(), "%s", clk.Now())
 			}
-			clk.Step(3 * time.Second) // 18 s: 12 s since the renewal was seen
+			clk.Step(3 * time.Second) // 24 s: 17 s or more since the renewal was seen at 6 s
 			<-g.Held()
 			require.True(t, g.MayWrite())
 			l := s.lease(t)

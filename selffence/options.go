@@ -54,9 +54,9 @@ type Options struct {
 	// calls Exit at the Lease's expiry plus Deadline less StopTakes. Zero
 	// means DefaultStopTakes.
 	StopTakes time.Duration
-	// Margin is added to the wait before a Guard takes over a Lease whose
-	// holder stopped renewing it, for the clocks' rates. Zero means
-	// fencing.DefaultMargin.
+	// Margin is added to the wait (the Lease's duration plus Deadline)
+	// before a Guard takes over a Lease whose holder stopped renewing it,
+	// for the clocks' rates. Zero means fencing.DefaultMargin.
 	Margin time.Duration
 	// Clock is the process's clock: it must read a monotonic time (the
 	// real clock's does). Nil means the real clock.

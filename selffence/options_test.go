@@ -89,7 +89,7 @@ func TestAStampedPodIsStoppedBeforeTheFencerProvesItStopped(t *testing.T) {
 	lastRenewal := clk.Now()
 	partitioned := make(chan struct{})
 	t.Cleanup(func() { close(partitioned) })
-	s.onUpdate = func(int32) error { <-partitioned; return nil } // every renewal hangs
+	s.setOnUpdate(func(int32) error { <-partitioned; return nil }) // every renewal hangs
 
 	// The fencer reads the API server through a client of its own: the
 	// fake clientset answers one request at a time, and the Guard's hangs.

@@ -1,0 +1,31 @@
+//go:build linux
+
+// Command podhealth-selffence is the self-fencing Lease protocol's sidecar,
+// for a single-writer workload not written in Go (a Redis primary, an MQTT
+// broker, a home-grown store): it holds the Lease for its pod with a
+// selffence.Guard, tells the workload whether it may write, and at the
+// deadline kills the processes of the pod's other containers, which share
+// its process namespace (shareProcessNamespace: true), then exits.
+//
+// The workload asks before each write, on one or both of:
+//
+//   - --listen (127.0.0.1:8089 by default): GET /may-write answers 200
+//     "true" while it may write, 503 "false" otherwise;
+//   - --file: a file that exists exactly while it may write (in an
+//     emptyDir both containers mount).
+//
+// The answer turns to false, and the file goes, the moment the Guard stops
+// holding: the Lease's duration since the start of its last successful
+// renewal, or the first failed renewal. At that moment plus --deadline
+// less --stop-takes, it kills every other process it can see with SIGKILL
+// and exits, whether or not the workload listened. The pod states the
+// same settings with the annotations that --print-annotations prints.
+//
+// What it cannot do: a write the workload started just before the answer
+// turned false is in flight, and finishes if its process is frozen and
+// later resumed (the deadline bounds it only while the node runs);
+// storage that caches writes must have them on disk within the deadline;
+// a node whose monotonic clock stops measures nothing. docs/safety.md
+// states these windows. It needs get, create and update on the Lease
+// (coordination.k8s.io leases) in its pod's namespace.
+package main

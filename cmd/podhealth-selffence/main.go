@@ -1,0 +1,204 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/podhealth/podhealth/selffence"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, sidecar{
+		leases: leasesFromConfig,
+		stop: func() {
+			killOthers("/proc", os.Getpid())
+			os.Exit(1)
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "podhealth-selffence:", err)
+		os.Exit(2)
+	}
+}
+
+// sidecar is what run needs from outside: the Lease client and the stop
+// of the pod's processes (never returning).
+type sidecar struct {
+	leases func(kubeconfig string) (coordinationv1client.LeasesGetter, error)
+	stop   func()
+	// opts, when not nil, changes the Guard's options last (tests).
+	opts func(*selffence.Options)
+	// listening, when not nil, hears the address served on (tests).
+	listening func(net.Addr)
+}
+
+// config is the command line.
+type config struct {
+	opts             selffence.Options
+	listen, file     string
+	kubeconfig       string
+	printAnnotations bool
+}
+
+func parse(args []string, getenv func(string) string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("podhealth-selffence", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.opts.Lease, "lease", "", "the Lease, in the pod's namespace, that the workload must hold to write (required)")
+	fs.StringVar(&c.opts.Namespace, "namespace", getenv("POD_NAMESPACE"), "the pod's namespace (default $POD_NAMESPACE)")
+	fs.StringVar(&c.opts.Identity, "identity", getenv("POD_NAME"), "the Lease's holder: the pod's name (default $POD_NAME)")
+	fs.DurationVar(&c.opts.Duration, "duration", selffence.DefaultDuration, "the Lease's duration, whole seconds")
+	fs.DurationVar(&c.opts.RenewInterval, "renew-interval", 0, "how often to renew (default a third of --duration)")
+	fs.DurationVar(&c.opts.Deadline, "deadline", selffence.DefaultDeadline, "how long after the Lease's expiry the pod's processes are stopped: what the pod states in podhealth.io/fence-deadline")
+	fs.DurationVar(&c.opts.StopTakes, "stop-takes", selffence.DefaultStopTakes, "how long killing the pod's processes takes")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8089", `where GET /may-write answers (empty: nowhere); keep it on 127.0.0.1, which only the pod's containers reach`)
+	fs.StringVar(&c.file, "file", "", "a file that exists exactly while the workload may write (empty: none)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "a kubeconfig, out of a cluster (default: the pod's service account)")
+	fs.BoolVar(&c.printAnnotations, "print-annotations", false, "print the annotations the pod template must carry for these settings, and exit")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.listen == "" && c.file == "" && !c.printAnnotations {
+		return c, errors.New("neither --listen nor --file: the workload could not ask whether it may write")
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer, s sidecar) error {
+	c, err := parse(args, getenv)
+	if err != nil {
+		return err
+	}
+	if c.printAnnotations {
+		var tmpl corev1.PodTemplateSpec
+		if err := c.opts.Stamp(&tmpl); err != nil {
+			return err
+		}
+		keys := make([]string, 0, len(tmpl.Annotations))
+		for k := range tmpl.Annotations {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(out, "%s: %q\n", k, tmpl.Annotations[k])
+		}
+		return nil
+	}
+	leases, err := s.leases(c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	c.opts.Exit = s.stop
+	c.opts.Logger = klog.Background()
+	if s.opts != nil {
+		s.opts(&c.opts)
+	}
+	guard, err := selffence.New(leases, c.opts)
+	if err != nil {
+		return err
+	}
+	if c.listen != "" {
+		l, err := net.Listen("tcp", c.listen)
+		if err != nil {
+			return err
+		}
+		if s.listening != nil {
+			s.listening(l.Addr())
+		}
+		srv := &http.Server{Handler: handler(guard), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(l) //nolint:errcheck // ends with the process
+		defer srv.Close()
+	}
+	if c.file != "" {
+		_ = os.Remove(c.file) // a file left by a process before this one says nothing
+		go keepFile(guard, c.file)
+	}
+	err = guard.Run(ctx)
+	select {
+	case <-guard.Held():
+		klog.Background().Info("writing has stopped; the pod's processes will be stopped at the deadline", "reason", err)
+		select {} // the Guard stops the processes, this one last
+	default:
+		return err // never held: nothing to stop
+	}
+}
+
+// handler answers GET /may-write.
+func handler(g *selffence.Guard) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /may-write", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if g.MayWrite() {
+			fmt.Fprintln(w, "true")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "false")
+	})
+	return mux
+}
+
+// keepFile creates the file once the Lease is held and removes it the
+// moment writing must stop.
+func keepFile(g *selffence.Guard, path string) {
+	select {
+	case <-g.Held():
+	case <-g.Context().Done():
+		return
+	}
+	if err := os.WriteFile(path, []byte("true\n"), 0o644); err != nil {
+		klog.Background().Error(err, "writing the may-write file; the workload will not write", "file", path)
+	}
+	<-g.Context().Done()
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// The workload would go on writing: stop it now.
+		klog.Background().Error(err, "removing the may-write file; stopping the pod's processes now", "file", path)
+		killOthers("/proc", os.Getpid())
+		os.Exit(1)
+	}
+}
+
+// leasesFromConfig is the Lease client of the pod's service account, or of
+// a kubeconfig.
+func leasesFromConfig(kubeconfig string) (coordinationv1client.LeasesGetter, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cs.CoordinationV1(), nil
+}

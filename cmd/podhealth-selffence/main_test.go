@@ -1,0 +1,173 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var metav1GetOptions = metav1.GetOptions{}
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// The sidecar answers true on its endpoint and keeps its file while it
+// holds the Lease; the first failed renewal turns both to false at once,
+// and the pod's processes are stopped at the Lease's expiry plus the
+// deadline less the stop.
+func TestTheSidecarTellsTheWorkloadWhetherItMayWriteAndStopsThePodAtTheDeadline(t *testing.T) {
+	client := fake.NewClientset()
+	var failing atomic.Bool
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("partitioned")
+		}
+		return false, nil, nil
+	})
+	addr := make(chan net.Addr, 1)
+	stopped := make(chan time.Time, 1)
+	file := filepath.Join(t.TempDir(), "may-write")
+	s := sidecar{
+		leases:    func(string) (coordinationv1client.LeasesGetter, error) { return client.CoordinationV1(), nil },
+		stop:      func() { stopped <- time.Now() },
+		listening: func(a net.Addr) { addr <- a },
+	}
+	args := []string{"--lease", "pg-primary", "--listen", "127.0.0.1:0", "--file", file,
+		"--duration", "1s", "--renew-interval", "200ms", "--deadline", "500ms", "--stop-takes", "100ms"}
+	go run(context.Background(), args, env(map[string]string{"POD_NAMESPACE": "db", "POD_NAME": "pg-1"}), io.Discard, s) //nolint:errcheck // blocks once held
+	url := "http://" + (<-addr).String() + "/may-write"
+	get := func() (int, string) {
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	require.Eventually(t, func() bool { code, _ := get(); return code == http.StatusOK }, 5*time.Second, 10*time.Millisecond)
+	_, body := get()
+	require.Equal(t, "true\n", body)
+	require.FileExists(t, file)
+	lease, err := client.CoordinationV1().Leases("db").Get(context.Background(), "pg-primary", metav1GetOptions)
+	require.NoError(t, err)
+	require.Equal(t, "pg-1", *lease.Spec.HolderIdentity)
+	renewed := lease.Spec.RenewTime.Time
+
+	failing.Store(true)
+	require.Eventually(t, func() bool { code, _ := get(); return code == http.StatusServiceUnavailable }, 5*time.Second, 5*time.Millisecond)
+	require.NoFileExists(t, file)
+	_, body = get()
+	require.Equal(t, "false\n", body)
+
+	at := <-stopped
+	latest, _ := client.CoordinationV1().Leases("db").Get(context.Background(), "pg-primary", metav1GetOptions)
+	if latest.Spec.RenewTime.After(renewed) {
+		renewed = latest.Spec.RenewTime.Time
+	}
+	// The renewTime is the start of the last successful renewal, to the
+	// microsecond: the stop is due 1 s + 500 ms - 100 ms after it.
+	require.GreaterOrEqual(t, at.Sub(renewed), 1400*time.Millisecond-time.Millisecond)
+	_, body = get()
+	require.Equal(t, "false\n", body)
+}
+
+func TestTheSidecarPrintsTheAnnotationsOfItsSettings(t *testing.T) {
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"--lease", "pg-primary", "--deadline", "30s", "--print-annotations"}, env(nil), &out, sidecar{})
+	require.NoError(t, err)
+	require.Equal(t, "podhealth.io/fence-deadline: \"30s\"\npodhealth.io/fence-lease: \"pg-primary\"\n", out.String())
+}
+
+func TestTheSidecarRefusesWhatItCannotKeep(t *testing.T) {
+	leases := func(string) (coordinationv1client.LeasesGetter, error) {
+		return fake.NewClientset().CoordinationV1(), nil
+	}
+	podEnv := env(map[string]string{"POD_NAMESPACE": "db", "POD_NAME": "pg-1"})
+	for name, tt := range map[string]struct {
+		args []string
+		env  func(string) string
+		want string
+	}{
+		"no way to ask":           {[]string{"--lease", "l", "--listen", ""}, podEnv, "neither --listen nor --file"},
+		"a renewal too slow":      {[]string{"--lease", "l", "--duration", "5s", "--renew-interval", "5s"}, podEnv, "renew interval 5s is not below"},
+		"a deadline under a stop": {[]string{"--lease", "l", "--deadline", "1s"}, podEnv, "deadline 1s is not longer"},
+		"no pod name":             {[]string{"--lease", "l"}, env(map[string]string{"POD_NAMESPACE": "db"}), "identity is empty"},
+		"no Lease":                {nil, podEnv, "is not a Lease name"},
+		"an argument":             {[]string{"--lease", "l", "extra"}, podEnv, "unexpected arguments"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := run(context.Background(), tt.args, tt.env, io.Discard, sidecar{leases: leases, stop: func() { t.Error("stopped") }})
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+	err := run(context.Background(), []string{"--lease", "l", "--print-annotations", "--deadline", "1s"}, podEnv, io.Discard, sidecar{})
+	require.ErrorContains(t, err, "deadline 1s is not longer", "the annotations of settings that cannot be kept are not printed")
+}
+
+// Before the Lease is held, a SIGTERM ends the sidecar with nothing to
+// stop.
+func TestASidecarThatNeverHeldTheLeaseStopsNothing(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the API server is unreachable")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := run(ctx, []string{"--lease", "l", "--listen", "127.0.0.1:0"}, env(map[string]string{"POD_NAMESPACE": "db", "POD_NAME": "pg-1"}), io.Discard, sidecar{
+		leases: func(string) (coordinationv1client.LeasesGetter, error) { return client.CoordinationV1(), nil },
+		stop:   func() { t.Error("stopped the pod without having held the Lease") },
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// killOthers kills every process its proc directory lists but itself and
+// PID 1, and ignores what is not a process.
+func TestKillOthersKillsEveryOtherProcessButPID1AndItself(t *testing.T) {
+	proc := t.TempDir()
+	var children []*exec.Cmd
+	for range 2 {
+		cmd := exec.Command("sleep", "60")
+		require.NoError(t, cmd.Start())
+		children = append(children, cmd)
+		require.NoError(t, os.Mkdir(filepath.Join(proc, strconv.Itoa(cmd.Process.Pid)), 0o755))
+	}
+	for _, name := range []string{"1", strconv.Itoa(os.Getpid()), "self", "net", "0"} {
+		require.NoError(t, os.Mkdir(filepath.Join(proc, name), 0o755))
+	}
+	reaped := make(chan error, len(children))
+	for _, c := range children {
+		go func() { reaped <- c.Wait() }()
+	}
+	require.Equal(t, 2, killOthers(proc, os.Getpid()))
+	for range children {
+		select {
+		case err := <-reaped:
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit)
+			require.Equal(t, "signal: killed", exit.Error())
+		case <-time.After(5 * time.Second):
+			t.Fatal("a process was not killed")
+		}
+	}
+}
