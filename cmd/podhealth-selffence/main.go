@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/podhealth/podhealth/internal/version"
 	"github.com/podhealth/podhealth/selffence"
 )
 
@@ -59,6 +60,7 @@ type config struct {
 	listen, file     string
 	kubeconfig       string
 	printAnnotations bool
+	version          bool
 }
 
 func parse(args []string, getenv func(string) string) (config, error) {
@@ -76,13 +78,14 @@ func parse(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.file, "file", "", "a file that exists exactly while the workload may write (empty: none)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "a kubeconfig, out of a cluster (default: the pod's service account)")
 	fs.BoolVar(&c.printAnnotations, "print-annotations", false, "print the annotations the pod template must carry for these settings, and exit")
+	fs.BoolVar(&c.version, "version", false, "print the version, commit and Go version of this build, and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if c.listen == "" && c.file == "" && !c.printAnnotations {
+	if c.listen == "" && c.file == "" && !c.printAnnotations && !c.version {
 		return c, errors.New("neither --listen nor --file: the workload could not ask whether it may write")
 	}
 	return c, nil
@@ -92,6 +95,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	c, err := parse(args, getenv)
 	if err != nil {
 		return err
+	}
+	if c.version {
+		fmt.Fprintln(out, version.String("podhealth-selffence"))
+		return nil
 	}
 	if c.printAnnotations {
 		var tmpl corev1.PodTemplateSpec

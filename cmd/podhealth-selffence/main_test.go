@@ -171,3 +171,9 @@ func TestKillOthersKillsEveryOtherProcessButPID1AndItself(t *testing.T) {
 		}
 	}
 }
+
+func TestTheSidecarPrintsItsVersion(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"--version"}, env(nil), &out, sidecar{}))
+	require.Contains(t, out.String(), "podhealth-selffence ")
+}

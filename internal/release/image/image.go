@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 
@@ -28,7 +29,8 @@ const (
 	// nonroot user of distroless images, which the Deployment's
 	// securityContext also names.
 	User = "65532:65532"
-	// Entrypoint is where the binary is in the image.
+	// Entrypoint is where podhealth-controller's binary is in its image;
+	// another program's is "/" and its Name.
 	Entrypoint = "/podhealth-controller"
 	// DefaultSource is the repository the image's source label names.
 	DefaultSource = "https://github.com/podhealth/podhealth"
@@ -44,9 +46,17 @@ type Platform struct {
 
 func (p Platform) String() string { return p.OS + "/" + p.Architecture }
 
-// Options is what an image is built from. Every field but Source is
-// required; Build refuses a zero one.
+// Programs are the programs an image can be built of, each the image's
+// Name.
+var Programs = []string{"podhealth-controller", "podhealth-selffence"}
+
+// Options is what an image is built from. Every field but Name and Source
+// is required; Build refuses a zero one.
 type Options struct {
+	// Name is the program: one of Programs. Empty means
+	// podhealth-controller. The binary is /Name, the image's entrypoint,
+	// and Name its title.
+	Name string
 	// Binaries holds the controller's static binary for each platform.
 	Binaries map[Platform][]byte
 	// License is the text put at /LICENSE.
@@ -71,8 +81,19 @@ var (
 // ErrInvalidOptions is what Build's errors for bad Options wrap.
 var ErrInvalidOptions = errors.New("invalid image options")
 
+// name is Name, with its default.
+func (o Options) name() string {
+	if o.Name == "" {
+		return Programs[0]
+	}
+	return o.Name
+}
+
 func (o Options) validate() error {
 	var errs []error
+	if !slices.Contains(Programs, o.name()) {
+		errs = append(errs, fmt.Errorf("name %q: want one of %q", o.Name, Programs))
+	}
 	if len(o.Binaries) == 0 {
 		errs = append(errs, errors.New("no binaries: at least one platform is needed"))
 	}
@@ -115,7 +136,7 @@ func (o Options) Labels() map[string]string {
 		"org.opencontainers.image.revision": o.Revision,
 		"org.opencontainers.image.licenses": Licenses,
 		"org.opencontainers.image.created":  o.Created.UTC().Format(time.RFC3339),
-		"org.opencontainers.image.title":    "podhealth-controller",
+		"org.opencontainers.image.title":    o.name(),
 	}
 }
 
@@ -170,7 +191,7 @@ func buildImage(o Options, p Platform) (v1.Image, error) {
 		History: v1.History{
 			Created:   v1.Time{Time: o.Created.UTC()},
 			CreatedBy: "podhealth internal/release/cmd/build-image",
-			Comment:   "podhealth-controller " + o.Version,
+			Comment:   o.name() + " " + o.Version,
 		},
 	})
 	if err != nil {
@@ -186,7 +207,7 @@ func buildImage(o Options, p Platform) (v1.Image, error) {
 	config.Created = v1.Time{Time: o.Created.UTC()}
 	config.Author = ""
 	config.Config.User = User
-	config.Config.Entrypoint = []string{Entrypoint}
+	config.Config.Entrypoint = []string{"/" + o.name()}
 	config.Config.Cmd = nil
 	config.Config.WorkingDir = "/"
 	config.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
@@ -214,7 +235,7 @@ func layerTar(o Options, binary []byte) ([]byte, error) {
 		{name: "etc/", mode: 0o755, dir: true},
 		{name: "etc/group", mode: 0o444, body: []byte("root:x:0:\nnonroot:x:65532:\n")},
 		{name: "etc/passwd", mode: 0o444, body: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{name: Entrypoint[1:], mode: 0o555, body: binary},
+		{name: o.name(), mode: 0o555, body: binary},
 		{name: "tmp/", mode: 0o1777, dir: true},
 	}
 	for _, e := range entries {

@@ -64,6 +64,7 @@ func TestBuildIsReproducibleAndEveryInputMovesTheDigest(t *testing.T) {
 		"created":  func(o *image.Options) { o.Created = o.Created.Add(time.Second) },
 		"source":   func(o *image.Options) { o.Source = "https://example.com/fork" },
 		"platform": func(o *image.Options) { delete(o.Binaries, arm64) },
+		"name":     func(o *image.Options) { o.Name = "podhealth-selffence" },
 	}
 	for what, change := range changes {
 		t.Run(what, func(t *testing.T) {
@@ -165,6 +166,7 @@ func TestBuildRefusesEveryMissingOrMalformedInput(t *testing.T) {
 		"short revision":   func(o *image.Options) { o.Revision = "abcdef1" },
 		"zero created":     func(o *image.Options) { o.Created = time.Time{} },
 		"revision unknown": func(o *image.Options) { o.Revision = "unknown" },
+		"unknown program":  func(o *image.Options) { o.Name = "sh" },
 	}
 	for what, change := range cases {
 		t.Run(what, func(t *testing.T) {
@@ -224,4 +226,24 @@ func TestPushWritesTheIndexThatARegistryThenServesByDigest(t *testing.T) {
 		require.Equal(t, want, d, ref)
 		require.NoError(t, validate.Index(got))
 	}
+}
+
+// The sidecar's image is the controller's but for its program: its binary
+// at /podhealth-selffence, its entrypoint and its title.
+func TestTheSidecarsImageHoldsItsOwnProgram(t *testing.T) {
+	o := options()
+	o.Name = "podhealth-selffence"
+	index, err := image.Build(o)
+	require.NoError(t, err)
+	manifest, err := index.IndexManifest()
+	require.NoError(t, err)
+	require.Equal(t, "podhealth-selffence", manifest.Annotations["org.opencontainers.image.title"])
+	img, err := index.Image(manifest.Manifests[0].Digest)
+	require.NoError(t, err)
+	config, err := img.ConfigFile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"/podhealth-selffence"}, config.Config.Entrypoint)
+	files := layerFiles(t, img)
+	require.Equal(t, string(o.Binaries[amd64]), files["podhealth-selffence"].body)
+	require.NotContains(t, files, "podhealth-controller")
 }

@@ -1,5 +1,5 @@
-// Command build-image builds podhealth-controller's container image from a
-// clean git checkout, with no daemon and no base image to pull: the static
+// Command build-image builds the container image of podhealth-controller
+// (or, with -program, of podhealth-selffence) from a clean git checkout, with no daemon and no base image to pull: the static
 // binary for each platform, built with the go command, packed by package
 // image into an OCI image index, written as an OCI image layout and, with
 // -push, pushed to a registry.
@@ -15,13 +15,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +45,7 @@ func run() error {
 	out := flag.String("out", "", "the directory to write the OCI image layout to (must not exist, or be empty), outside the checkout; empty means a new temporary directory")
 	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "the platforms, os/arch, comma-separated")
 	push := flag.String("push", "", "a reference (registry/repository:tag) to push the index to")
+	program := flag.String("program", image.Programs[0], fmt.Sprintf("the program: one of %q", image.Programs))
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -77,11 +81,20 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("commit time %q: %w", epoch, err)
 	}
-	license, err := os.ReadFile(filepath.Join(root, "cmd", "podhealth-controller", "LICENSE"))
+	if !slices.Contains(image.Programs, *program) {
+		return fmt.Errorf("-program %q: want one of %q", *program, image.Programs)
+	}
+	// The program's own module's LICENSE; podhealth-selffence is a
+	// command of the root module.
+	license, err := os.ReadFile(filepath.Join(root, "cmd", *program, "LICENSE"))
+	if errors.Is(err, fs.ErrNotExist) {
+		license, err = os.ReadFile(filepath.Join(root, "LICENSE"))
+	}
 	if err != nil {
 		return err
 	}
 	options := image.Options{
+		Name:     *program,
 		Binaries: map[image.Platform][]byte{},
 		License:  license,
 		Version:  *version,
@@ -98,12 +111,12 @@ func run() error {
 		if !ok || goos == "" || goarch == "" {
 			return fmt.Errorf("platform %q: want os/arch", p)
 		}
-		binary, err := build(ctx, root, scratch, goos, goarch)
+		binary, err := build(ctx, root, scratch, *program, goos, goarch)
 		if err != nil {
 			return err
 		}
 		if goos == runtime.GOOS && goarch == runtime.GOARCH {
-			if err := checkVersion(ctx, filepath.Join(scratch, "podhealth-controller-"+goos+"-"+goarch), revision); err != nil {
+			if err := checkVersion(ctx, filepath.Join(scratch, *program+"-"+goos+"-"+goarch), revision); err != nil {
 				return err
 			}
 		}
@@ -120,7 +133,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("wrote the OCI image layout of podhealth-controller %s (%s) to %s\n", *version, *platforms, *out)
+	fmt.Printf("wrote the OCI image layout of %s %s (%s) to %s\n", *program, *version, *platforms, *out)
 	if *push != "" {
 		pushed, err := image.Push(ctx, index, *push)
 		if err != nil {
@@ -149,14 +162,14 @@ func outDir(out, root string) (string, error) {
 	return abs, nil
 }
 
-// build compiles the controller for one platform: static, with no paths
-// or build IDs of this machine, and with the commit stamped by the go
-// command's VCS stamping (podhealth-controller --version prints it), asked
-// for explicitly: GOFLAGS=-buildvcs=false in the environment would drop it.
-func build(ctx context.Context, root, scratch, goos, goarch string) ([]byte, error) {
-	out := filepath.Join(scratch, "podhealth-controller-"+goos+"-"+goarch)
+// build compiles program for one platform: static, with no paths or build
+// IDs of this machine, and with the commit stamped by the go command's VCS
+// stamping (its --version prints it), asked for explicitly:
+// GOFLAGS=-buildvcs=false in the environment would drop it.
+func build(ctx context.Context, root, scratch, program, goos, goarch string) ([]byte, error) {
+	out := filepath.Join(scratch, program+"-"+goos+"-"+goarch)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-ldflags=-s -w -buildid=", "-o", out, ".")
-	cmd.Dir = filepath.Join(root, "cmd", "podhealth-controller")
+	cmd.Dir = filepath.Join(root, "cmd", program)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOWORK=off")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
