@@ -164,8 +164,10 @@ func (g *Guard) tryAcquire(ctx context.Context, observed **resourcelock.LeaderEl
 	var none resourcelock.LeaderElectionRecord
 	rctx, cancel := context.WithTimeout(ctx, g.opts.RenewInterval)
 	defer cancel()
-	now := g.opts.Clock.Now()
 	record, _, err := g.lock.Get(rctx)
+	// First seen when the answer arrived, not when it was asked for: the
+	// record may have been written while the read was in flight.
+	now := g.opts.Clock.Now()
 	switch {
 	case apierrors.IsNotFound(err):
 		mine := g.record(g.opts.Clock.Now(), 0)
