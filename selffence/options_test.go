@@ -85,7 +85,7 @@ func TestAStampedPodIsStoppedBeforeTheFencerProvesItStopped(t *testing.T) {
 	<-g.Held()
 	awaitWaiters(t, clk, 2)
 	clk.Step(3 * time.Second) // the last renewal: the node fails after it
-	require.Eventually(t, func() bool { return s.updates.Load() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.stored.Load() == 1 }, 5*time.Second, time.Millisecond, "the renewal stored")
 	lastRenewal := clk.Now()
 	partitioned := make(chan struct{})
 	t.Cleanup(func() { close(partitioned) })
