@@ -273,7 +273,7 @@ func TestScenarioRealNodes(t *testing.T) {
 	// Each scenario has a victim and a spare in a zone of their own: the
 	// node-lifecycle controller counts disruption per zone, and a zone
 	// with two nodes never enters PartialDisruption.
-	scenarios := []string{"partition", "stateful", "freeze", "crash", "poweroff", "nofencing"}
+	scenarios := []string{"partition", "stateful", "freeze", "crash", "poweroff", "nofencing", "selffence", "selffencemutant"}
 	var names []string
 	var zones []string
 	for _, sc := range scenarios {
@@ -348,9 +348,10 @@ func TestScenarioRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	applyObjects(setup, t, cp, append(controllerManifests(t), kustomizationObjects(t, controllerConfigDir+"/out-of-service")...), false)
+	manifests := append(controllerManifests(t), kustomizationObjects(t, controllerConfigDir+"/out-of-service")...)
+	applyObjects(setup, t, cp, append(manifests, kustomizationObjects(t, controllerConfigDir+"/fence-lease")...), false)
 	startControllerReplica(t, cp, "podhealth-controller", controllerKubeconfig(setup, t, cp),
-		"--shutdown-taint="+health.TaintCloudShutdown+"=2s", "--apply-out-of-service", "--breaker-min-unhealthy=10")
+		"--shutdown-taint="+health.TaintCloudShutdown+"=2s", "--apply-out-of-service", "--fence-lease", "--breaker-min-unhealthy=10")
 
 	// Each subtest waits for a slot of -parallel: its deadline runs from
 	// when it starts.
@@ -388,6 +389,14 @@ func TestScenarioRealNodes(t *testing.T) {
 	t.Run("the mutation: a policy without fencing, and the writers' file shows two writers", func(t *testing.T) {
 		t.Parallel()
 		record("2b", runRealStatefulWithoutFencing(sub(t), t, cp, nodes[10], nodes[11]))
+	})
+	t.Run("a self-fencing writer's node partitioned: it stops by its Lease's expiry, podhealth frees it, its successor is the only writer", func(t *testing.T) {
+		t.Parallel()
+		record("7", runRealSelfFencing(sub(t), t, cp, nodes[12], nodes[13], false))
+	})
+	t.Run("the mutation: a writer that ignores its Guard, and the writers' file shows two writers", func(t *testing.T) {
+		t.Parallel()
+		record("7b", runRealSelfFencing(sub(t), t, cp, nodes[14], nodes[15], true))
 	})
 }
 
@@ -431,6 +440,9 @@ type realWorkload struct {
 type realChecker struct {
 	on      bool
 	fencing health.Fencing
+	// fenceLease adds the Lease fencer (kube.CheckerOptions.FenceLease,
+	// with a Lease informer of the namespace).
+	fenceLease bool
 }
 
 // realCheckerAgent is the user agent of the real-node scenarios' Checker.
@@ -472,10 +484,14 @@ func startRealWorkload(ctx context.Context, t *testing.T, cp *harness.ControlPla
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
 	nodeFactory := informers.NewSharedInformerFactory(c, 0)
-	hc, err := kube.NewChecker(c, factory.Core().V1().Pods().Lister(), ns, selector, kube.CheckerOptions{
+	opts := kube.CheckerOptions{
 		Health: health.Options{Logger: testr.New(t), Fencing: checker.fencing},
 		Nodes:  nodeFactory.Core().V1().Nodes(),
-	})
+	}
+	if checker.fenceLease {
+		opts.FenceLease, opts.Leases = true, factory.Coordination().V1().Leases().Informer()
+	}
+	hc, err := kube.NewChecker(c, factory.Core().V1().Pods().Lister(), ns, selector, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

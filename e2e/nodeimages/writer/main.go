@@ -6,14 +6,27 @@
 // so that the file alone shows who wrote to the "volume" and when: a
 // writer that runs on a cut-off node keeps writing there. It stops on
 // SIGTERM, so a graceful delete is quick.
+//
+// With LEASE set it fences itself with a selffence.Guard: it holds the
+// Lease LEASE of POD_NAMESPACE as IDENTITY through KUBECONFIG, for
+// LEASE_DURATION (4s by default) renewed every second, and writes only
+// while the Guard says it may; the Guard stops the process LEASE_DEADLINE
+// (3s by default) after the Lease expires. IGNORE_GUARD=1 is the
+// mutation: it writes whatever the Guard says, and is never stopped.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podhealth/podhealth/selffence"
 )
 
 func main() {
@@ -36,6 +49,10 @@ func run() error {
 		}
 		interval = d
 	}
+	mayWrite, err := guard(identity)
+	if err != nil {
+		return err
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -45,11 +62,14 @@ func run() error {
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for seq := 1; ; seq++ {
+	for seq := 1; ; {
 		// One write(2) per line: O_APPEND keeps lines of writers on
 		// several nodes whole.
-		if _, err := fmt.Fprintf(f, "%s %s %d %d\n", identity, uid, seq, time.Now().UnixNano()); err != nil {
-			return err
+		if mayWrite() {
+			if _, err := fmt.Fprintf(f, "%s %s %d %d\n", identity, uid, seq, time.Now().UnixNano()); err != nil {
+				return err
+			}
+			seq++
 		}
 		select {
 		case <-stop:
@@ -57,4 +77,52 @@ func run() error {
 		case <-tick.C:
 		}
 	}
+}
+
+// guard returns what says whether the writer may write: always, without
+// LEASE; with it, a selffence.Guard's MayWrite, its Run started.
+func guard(identity string) (func() bool, error) {
+	lease := os.Getenv("LEASE")
+	if lease == "" {
+		return func() bool { return true }, nil
+	}
+	duration, deadline := 4*time.Second, 3*time.Second
+	for env, d := range map[string]*time.Duration{"LEASE_DURATION": &duration, "LEASE_DEADLINE": &deadline} {
+		if s := os.Getenv(env); s != "" {
+			v, err := time.ParseDuration(s)
+			if err != nil {
+				return nil, fmt.Errorf("%s %q: %w", env, s, err)
+			}
+			*d = v
+		}
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		return nil, err
+	}
+	// A short timeout: a request the partition holds must fail before
+	// the Lease would expire.
+	config.Timeout = time.Second
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	ignore := os.Getenv("IGNORE_GUARD") == "1"
+	opts := selffence.Options{Namespace: os.Getenv("POD_NAMESPACE"), Lease: lease, Identity: identity,
+		Duration: duration, RenewInterval: time.Second, Deadline: deadline}
+	if ignore {
+		opts.Exit = func() {} // the mutation: never stopped
+	}
+	g, err := selffence.New(client.CoordinationV1(), opts)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		err := g.Run(context.Background())
+		fmt.Fprintln(os.Stderr, "writer: the Lease:", err)
+	}()
+	if ignore {
+		return func() bool { return true }, nil
+	}
+	return g.MayWrite, nil
 }
