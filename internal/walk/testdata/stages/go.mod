@@ -1,3 +1,0 @@
-module example.com/stages
-
-go 1.22
