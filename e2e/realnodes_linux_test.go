@@ -225,7 +225,7 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // TestScenarioRealNodes runs podhealth against real kubelets, containerd
-// and runc (harness.RealNode): ten real nodes on one control plane, with
+// and runc (harness.RealNode): twenty-six real nodes on one control plane, with
 // --node-monitor-grace-period of harness.RealNodeMonitorGracePeriod, the
 // real node-lifecycle, taint-eviction, ReplicaSet and StatefulSet
 // controllers, k8s.io/cloud-provider's node-lifecycle controller over a
@@ -242,7 +242,12 @@ func nodeReady(n *corev1.Node) bool {
 //   - a power-off of a StatefulSet pod's node that the cloud reports shut
 //     down: podhealth-controller applies the out-of-service taint, the pod
 //     goes, its successor runs on the spare, and on power-on the taint is
-//     removed.
+//     removed;
+//   - a self-fencing database, a primary and a standby sharing a Lease
+//     through selffence.Guard (selffence_realnodes_linux_test.go), its
+//     primary's node partitioned, frozen whole, powered off or left
+//     without its kubelet, and a primary that ignores its Guard;
+//   - a seeded soak of overlapping faults on four more nodes.
 func TestScenarioRealNodes(t *testing.T) {
 	t.Parallel()
 	rb := realNodeBinaries(t)
@@ -273,7 +278,7 @@ func TestScenarioRealNodes(t *testing.T) {
 	// Each scenario has a victim and a spare in a zone of their own: the
 	// node-lifecycle controller counts disruption per zone, and a zone
 	// with two nodes never enters PartialDisruption.
-	scenarios := []string{"partition", "stateful", "freeze", "crash", "poweroff", "nofencing", "selffence", "selffencemutant"}
+	scenarios := []string{"partition", "stateful", "freeze", "crash", "poweroff", "nofencing", "selffence", "selffencemutant", "selffencefreeze", "selffencecrash", "selffencepoweroff"}
 	var names []string
 	var zones []string
 	for _, sc := range scenarios {
@@ -390,13 +395,30 @@ func TestScenarioRealNodes(t *testing.T) {
 		t.Parallel()
 		record("2b", runRealStatefulWithoutFencing(sub(t), t, cp, nodes[10], nodes[11]))
 	})
-	t.Run("a self-fencing writer's node partitioned: it stops by its Lease's expiry, podhealth frees it, its successor is the only writer", func(t *testing.T) {
+	// The self-fencing database: a primary and a standby sharing one
+	// Lease through selffence.Guard. The library's Checker and
+	// podhealth-controller each recover two faults, and both watch the
+	// kubelet crash, which they must hold.
+	t.Run("a self-fencing primary's node partitioned: it stops by its Lease's expiry, the standby takes over, podhealth frees the old pod on the takeover", func(t *testing.T) {
 		t.Parallel()
-		record("7", runRealSelfFencing(sub(t), t, cp, nodes[12], nodes[13], false))
+		record("7", runRealSelfFencing(sub(t), t, cp, nodes[12], nodes[13], selfFencing{fault: realPartition, checker: realChecker{on: true, fenceLease: true}}))
 	})
-	t.Run("the mutation: a writer that ignores its Guard, and the writers' file shows two writers", func(t *testing.T) {
+	t.Run("the mutation: a primary that ignores its Guard, and the writers' file shows two writers of the Lease", func(t *testing.T) {
 		t.Parallel()
-		record("7b", runRealSelfFencing(sub(t), t, cp, nodes[14], nodes[15], true))
+		record("7e", runRealSelfFencing(sub(t), t, cp, nodes[14], nodes[15], selfFencing{fault: realPartition, mutant: true}))
+	})
+	t.Run("a self-fencing primary's node frozen whole past the wait: the standby takes over, podhealth-controller frees the old pod, which writes nothing on thaw", func(t *testing.T) {
+		t.Parallel()
+		record("7b", runRealSelfFencing(sub(t), t, cp, nodes[16], nodes[17], selfFencing{fault: realFreezeAll}))
+	})
+	t.Run("a self-fencing primary whose kubelet crashed renews on: podhealth holds it, and the standby takes over once the restarted kubelet ends it", func(t *testing.T) {
+		t.Parallel()
+		record("7c", runRealSelfFencing(sub(t), t, cp, nodes[18], nodes[19], selfFencing{fault: realCrash, holds: true,
+			checker: realChecker{on: true, fenceLease: true, alsoController: true}}))
+	})
+	t.Run("a self-fencing primary's node powered off, no cloud to say so: the standby takes over, podhealth frees the old pod on the takeover", func(t *testing.T) {
+		t.Parallel()
+		record("7d", runRealSelfFencing(sub(t), t, cp, nodes[20], nodes[21], selfFencing{fault: realPowerOff, checker: realChecker{on: true, fenceLease: true}}))
 	})
 }
 
@@ -443,6 +465,9 @@ type realChecker struct {
 	// fenceLease adds the Lease fencer (kube.CheckerOptions.FenceLease,
 	// with a Lease informer of the namespace).
 	fenceLease bool
+	// alsoController labels the namespace for podhealth-controller too,
+	// so that both check it.
+	alsoController bool
 }
 
 // realCheckerAgent is the user agent of the real-node scenarios' Checker.
@@ -455,7 +480,7 @@ const realCheckerAgent = "podhealth-real-nodes-checker"
 func startRealWorkload(ctx context.Context, t *testing.T, cp *harness.ControlPlane, ns string, selector labels.Selector, checker realChecker, prefer ...string) *realWorkload {
 	t.Helper()
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	if !checker.on {
+	if !checker.on || checker.alsoController {
 		namespace.Labels = map[string]string{"podhealth.io/enabled": "true"}
 	}
 	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, namespace, metav1.CreateOptions{}); err != nil {
@@ -633,6 +658,16 @@ var (
 		(*harness.RealNode).Freeze, (*harness.RealNode).Thaw}
 	realCrash = realFault{"left without its kubelet (SIGKILL; containerd and the containers run on)", "the kubelet's restart",
 		(*harness.RealNode).CrashKubelet, (*harness.RealNode).RestartKubelet}
+	// realFreezeAll freezes the containers too, for longer than any wait.
+	realFreezeAll = realFault{"frozen whole (its freezer cgroup: the kubelet, containerd and the containers)", "the thaw",
+		(*harness.RealNode).FreezeAll, (*harness.RealNode).ThawAll}
+	// realPowerOff is a power-off that no cloud reports.
+	realPowerOff = realFault{"powered off (every process of it killed; no cloud reports it)", "the power-on",
+		(*harness.RealNode).PowerOff, func(n *harness.RealNode) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			return n.PowerOn(ctx)
+		}}
 )
 
 // runRealStatelessFault injects fault on the node of a ReplicaSet's pod
@@ -1009,6 +1044,33 @@ func TestRealOverlapsFindsASecondWriterFromTheFileAlone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := realOverlaps(tt.writes); len(got) != tt.want {
 				t.Errorf("realOverlaps = %q, want %d findings", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPrimaryOverlapsFindsTwoHoldersOfTheLeaseWritingAtOnce: invariant 5
+// counts every writer of the one Lease, whatever its identity: a
+// failover from db-0 to db-1 is clean, and db-0 writing again after it
+// is found, as is a second container of db-0.
+func TestPrimaryOverlapsFindsTwoHoldersOfTheLeaseWritingAtOnce(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	tests := []struct {
+		name   string
+		writes []realWrite
+		want   int
+	}{
+		{"a failover: the primary's last write before the standby's first", []realWrite{
+			{"db-0", "a", 1, at(1)}, {"db-0", "a", 2, at(2)}, {"db-1", "c", 1, at(9)}, {"db-1", "c", 2, at(10)}}, 0},
+		{"the old primary writes after the standby took over", []realWrite{
+			{"db-0", "a", 1, at(1)}, {"db-1", "c", 1, at(9)}, {"db-0", "a", 2, at(9.5)}, {"db-1", "c", 2, at(10)}}, 2},
+		{"the recreated db-0 writes while db-1 holds the Lease", []realWrite{
+			{"db-0", "a", 1, at(1)}, {"db-1", "c", 1, at(9)}, {"db-0", "b", 1, at(20)}, {"db-1", "c", 2, at(21)}}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := primaryOverlaps(tt.writes); len(got) != tt.want {
+				t.Errorf("primaryOverlaps = %q, want %d findings", got, tt.want)
 			}
 		})
 	}

@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -190,4 +193,173 @@ func soakCheckOneWriter(writes []volumeWrite, t0 time.Time) []soakViolation {
 		cur = w
 	}
 	return out
+}
+
+// The model soak's self-fencing database's protocol: its primary holds a Lease of
+// selfFenceLease, renews it every selfFenceRenew, writes only while it
+// holds it, and its watchdog stops it selfFenceDeadline after the Lease
+// expires.
+const (
+	selfFenceLease    = 10 * time.Second
+	selfFenceDeadline = 5 * time.Second
+	selfFenceRenew    = 500 * time.Millisecond
+	selfFenceTick     = 100 * time.Millisecond
+)
+
+// volumeWrite is one write of a primary to the volume.
+type volumeWrite struct {
+	who string
+	at  time.Time
+}
+
+// volume is what every primary of one database writes to: it stands for
+// the shared data directory.
+type volume struct {
+	mu     sync.Mutex
+	writes []volumeWrite
+}
+
+func (v *volume) write(who string, at time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.writes = append(v.writes, volumeWrite{who, at})
+}
+
+// spans returns each writer's first and last write, by writer.
+func (v *volume) spans() map[string][2]time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := map[string][2]time.Time{}
+	for _, w := range v.writes {
+		s, ok := out[w.who]
+		if !ok {
+			s[0] = w.at
+		}
+		s[1] = w.at
+		out[w.who] = s
+	}
+	return out
+}
+
+// primary is the model of a database container that fences itself: it
+// runs while the node's kubelet runs its pod, reaches the API server only
+// while the node is connected, renews its Lease, writes while it holds it,
+// and stops selfFenceDeadline after the Lease expires, unless
+// ignoreDeadline (then it writes while it runs, as a primary without a
+// watchdog that hangs in a write would).
+type primary struct {
+	namespace      string
+	name, lease    string
+	client         kubernetes.Interface
+	kubelet        *harness.Kubelet
+	uid            types.UID
+	vol            *volume
+	ignoreDeadline bool
+
+	mu          sync.Mutex
+	lastRenew   time.Time // the start of its last renewal that succeeded
+	stopped     time.Time // when its watchdog stopped it
+	failedHolds int       // renewals that failed, with the last error
+	lastHoldErr error
+}
+
+// holdFailures says how many of its renewals failed and why the last did.
+func (p *primary) holdFailures() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failedHolds, p.lastHoldErr
+}
+
+func (p *primary) renewedAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastRenew
+}
+
+func (p *primary) run(ctx context.Context) {
+	tick := time.NewTicker(selfFenceTick)
+	defer tick.Stop()
+	var lastTry time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !slicesContains(p.kubelet.Running(), p.uid) {
+			return // its kubelet stopped the container
+		}
+		now := time.Now()
+		if p.kubelet.Connected() && now.Sub(lastTry) >= selfFenceRenew {
+			lastTry = now
+			err := p.hold(ctx, now)
+			p.mu.Lock()
+			if err == nil {
+				p.lastRenew = now
+			} else {
+				p.failedHolds++
+				p.lastHoldErr = err
+			}
+			p.mu.Unlock()
+		}
+		renewed := p.renewedAt()
+		switch {
+		case renewed.IsZero():
+		case p.ignoreDeadline:
+			p.vol.write(p.name, now)
+		case now.After(renewed.Add(selfFenceLease + selfFenceDeadline)):
+			p.mu.Lock()
+			p.stopped = now
+			p.mu.Unlock()
+			return // the watchdog
+		case now.Before(renewed.Add(selfFenceLease)):
+			p.vol.write(p.name, now)
+		}
+	}
+}
+
+// errHeldByAnother is hold's answer while another primary holds the Lease.
+var errHeldByAnother = errors.New("the Lease is held by another primary and has not expired")
+
+// hold acquires or renews the Lease, as of now, and says why it does not
+// hold it: it takes over only a Lease expired by its own clock.
+func (p *primary) hold(ctx context.Context, now time.Time) error {
+	// A loaded API server may take longer than a renewal interval: the
+	// renewal counts from its start either way.
+	ctx, cancel := context.WithTimeout(ctx, 4*selfFenceRenew)
+	defer cancel()
+	leases := p.client.CoordinationV1().Leases(p.namespace)
+	stamp := ptr.To(metav1.NewMicroTime(now))
+	lease, err := leases.Get(ctx, p.lease, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: p.namespace, Name: p.lease},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(p.name), LeaseDurationSeconds: ptr.To(int32(selfFenceLease / time.Second)),
+				AcquireTime: stamp, RenewTime: stamp},
+		}, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	spec := &lease.Spec
+	if ptrValue(spec.HolderIdentity) != p.name {
+		if spec.RenewTime != nil && now.Before(spec.RenewTime.Add(selfFenceLease)) {
+			return errHeldByAnother
+		}
+		spec.HolderIdentity, spec.AcquireTime = ptr.To(p.name), stamp
+		spec.LeaseTransitions = ptr.To(ptrValue(spec.LeaseTransitions) + 1)
+	}
+	spec.RenewTime = stamp
+	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	return err
+}
+
+func slicesContains(uids []types.UID, uid types.UID) bool {
+	for _, u := range uids {
+		if u == uid {
+			return true
+		}
+	}
+	return false
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,12 +74,15 @@ func realSoakSchedule(seed int64, nodes, n int) []realSoakFault {
 	return out
 }
 
-// runRealSoak runs a StatefulSet of three and a ReplicaSet of three on
-// nodes (zones of two) with podhealth's Checker (default policy), injects a
-// seeded schedule of real faults, heals each, and checks from the
-// writers' file alone that no StatefulSet identity ever had two writers,
-// and that every workload writes again within realSoakBound of the last
-// heal. It returns its row of FIGURES.md.
+// runRealSoak runs a StatefulSet of three, a ReplicaSet of three and a
+// self-fencing primary and standby (a StatefulSet of two sharing one Lease
+// through selffence.Guard) on nodes (zones of two) with podhealth's
+// Checker (default policy, FenceLease), injects a seeded schedule of real
+// faults, heals each, and checks from the writers' file alone that no
+// StatefulSet identity ever had two writers, that no two holders of the
+// Lease ever wrote at once (invariant 5), and that every workload writes
+// again within realSoakBound of the last heal. It returns its row of
+// FIGURES.md.
 func runRealSoak(ctx context.Context, t *testing.T, cp *harness.ControlPlane, nodes []*harness.RealNode) string {
 	seed := time.Now().UnixNano()
 	if v := os.Getenv(realSoakSeedEnv); v != "" {
@@ -95,11 +99,19 @@ func runRealSoak(ctx context.Context, t *testing.T, cp *harness.ControlPlane, no
 	for _, n := range nodes {
 		names = append(names, n.Name())
 	}
-	w := startRealWorkload(ctx, t, cp, "real-soak", labels.SelectorFromSet(podLabels), realChecker{on: true})
+	w := startRealWorkload(ctx, t, cp, "real-soak", labels.SelectorFromSet(podLabels), realChecker{on: true, fenceLease: true})
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go bindToLeastLoaded(runCtx, cp, w.ns, names)
-	spec := writerPodSpec(filepath.Dir(w.writes), 2)
+	volDir := filepath.Dir(w.writes)
+	writeWriterKubeconfig(ctx, t, cp, w.ns, filepath.Join(volDir, "kubeconfig"))
+	primary := selfFencingTemplate(t, map[string]string{"soak": "real", "app": "primary"}, volDir)
+	if _, err := c.AppsV1().StatefulSets(w.ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "primary"},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: primary.Labels}, Template: primary,
+			PodManagementPolicy: appsv1.ParallelPodManagement}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := writerPodSpec(volDir, 2)
 	for _, kind := range []string{"db", "web"} {
 		labels := map[string]string{"soak": "real", "app": kind}
 		tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}
@@ -116,8 +128,10 @@ func runRealSoak(ctx context.Context, t *testing.T, cp *harness.ControlPlane, no
 			t.Fatal(err)
 		}
 	}
-	if err := pollUntil(ctx, func() bool { return len(w.liveWriters(t, 2*time.Second)) == 6 }); err != nil {
-		t.Fatalf("the soak's six pods never all wrote: %v", err)
+	// Six pods write, and one of the primary and standby: seven writers.
+	const writers = 7
+	if err := pollUntil(ctx, func() bool { return len(w.liveWriters(t, 2*time.Second)) == writers }); err != nil {
+		t.Fatalf("the soak's %d writers never all wrote: %v", writers, err)
 	}
 
 	start := time.Now()
@@ -155,12 +169,18 @@ func runRealSoak(ctx context.Context, t *testing.T, cp *harness.ControlPlane, no
 	defer cancel()
 	if err := pollUntil(backCtx, func() bool {
 		back = time.Since(healed)
-		return len(w.liveWriters(t, 2*time.Second)) == 6
+		return len(w.liveWriters(t, 2*time.Second)) == writers
 	}); err != nil {
-		t.Errorf("seed %d: %d of the six pods write again %v after the last heal (bound %v)", seed, len(w.liveWriters(t, 2*time.Second)), time.Since(healed), realSoakBound)
+		t.Errorf("seed %d: %d of the %d writers write again %v after the last heal (bound %v)", seed, len(w.liveWriters(t, 2*time.Second)), writers, time.Since(healed), realSoakBound)
 	}
 	ws := w.realWrites(t)
-	overlaps := realOverlaps(ws)
+	var primaries []realWrite
+	for _, x := range ws {
+		if strings.HasPrefix(x.who, "primary-") {
+			primaries = append(primaries, x)
+		}
+	}
+	overlaps := append(realOverlaps(ws), primaryOverlaps(primaries)...)
 	for _, o := range overlaps {
 		t.Errorf("seed %d: %s", seed, o)
 	}
@@ -186,10 +206,23 @@ func runRealSoak(ctx context.Context, t *testing.T, cp *harness.ControlPlane, no
 		kinds = append(kinds, f.kind)
 	}
 	sort.Strings(kinds)
-	t.Logf("real soak: %d faults (%s) over %v; %d containers wrote %d lines; every workload back %v after the last heal; %d violations",
-		len(schedule), strings.Join(kinds, ", "), healed.Sub(start).Round(time.Second), containers, len(ws), back.Round(100*time.Millisecond), len(overlaps))
-	return fmt.Sprintf("| a seeded soak on %d real nodes (zones of 2): a StatefulSet and a ReplicaSet of three, %d overlapping faults (%s; 20 to 50 s each), each healed | %d containers wrote over %v; no StatefulSet identity had two writers (from the writers' file alone) | every workload wrote again %s after the last heal |",
-		len(nodes), len(schedule), strings.Join(kinds, ", "), containers, healed.Sub(start).Round(time.Second), figSec(back))
+	t.Logf("real soak: %d faults (%s) over %v; %d containers wrote %d lines; the Lease handed over %d times; every workload back %v after the last heal; %d violations",
+		len(schedule), strings.Join(kinds, ", "), healed.Sub(start).Round(time.Second), containers, len(ws), handOvers(primaries), back.Round(100*time.Millisecond), len(overlaps))
+	return fmt.Sprintf("| a seeded soak on %d real nodes (zones of 2): a StatefulSet and a ReplicaSet of three, and a self-fencing primary and standby (`selffence.Guard`), %d overlapping faults (%s; 20 to 50 s each), each healed | %d containers wrote over %v; no StatefulSet identity had two writers, and no two holders of the Lease wrote at once over %d hand-overs (from the writers' file alone) | every workload wrote again %s after the last heal |",
+		len(nodes), len(schedule), strings.Join(kinds, ", "), containers, healed.Sub(start).Round(time.Second), handOvers(primaries), figSec(back))
+}
+
+// handOvers counts how often the writer changed, in time order, among ws.
+func handOvers(ws []realWrite) int {
+	ws = slices.Clone(ws)
+	sort.SliceStable(ws, func(i, j int) bool { return ws[i].at.Before(ws[j].at) })
+	n := 0
+	for i := 1; i < len(ws); i++ {
+		if ws[i].uid != ws[i-1].uid {
+			n++
+		}
+	}
+	return n
 }
 
 // realSoakActions are the inject and heal of a fault of kind on n.

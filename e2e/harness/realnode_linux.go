@@ -583,35 +583,75 @@ func (n *RealNode) PowerOn(ctx context.Context) error {
 	return n.kubelet.start()
 }
 
-// killAll kills every process in the node's cgroups, the freezer holding
-// them still so that none forks past the kill.
-func (n *RealNode) killAll() error {
-	freezer := ""
-	for _, c := range n.cgroups {
-		if filepath.Base(filepath.Dir(c)) == "freezer" {
-			freezer = c
-		}
-	}
-	if freezer == "" {
-		return errors.New("no freezer cgroup")
-	}
-	if err := os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("FROZEN"), 0o644); err != nil {
+// FreezeAll freezes every process of the node (the kubelet, containerd,
+// the shims and the containers) in its freezer cgroup, as a hung machine
+// or a paused VM would: nothing of the node runs, its clocks go on.
+// [RealNode.ThawAll] ends it.
+func (n *RealNode) FreezeAll() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	freezer, err := n.freezer()
+	if err != nil {
 		return err
 	}
-	for i := 0; i < 100; i++ {
-		state, err := os.ReadFile(filepath.Join(freezer, "freezer.state"))
+	return setFreezer(freezer, "FROZEN")
+}
+
+// ThawAll continues every process that FreezeAll froze.
+func (n *RealNode) ThawAll() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	freezer, err := n.freezer()
+	if err != nil {
+		return err
+	}
+	return setFreezer(freezer, "THAWED")
+}
+
+// freezer is the node's freezer cgroup.
+func (n *RealNode) freezer() (string, error) {
+	for _, c := range n.cgroups {
+		if filepath.Base(filepath.Dir(c)) == "freezer" {
+			return c, nil
+		}
+	}
+	return "", errors.New("no freezer cgroup")
+}
+
+// setFreezer writes state to the freezer cgroup at dir and waits up to a
+// few seconds for it to be reached (freezing takes a moment, longer on a
+// busy machine).
+func setFreezer(dir, state string) error {
+	if err := os.WriteFile(filepath.Join(dir, "freezer.state"), []byte(state), 0o644); err != nil {
+		return err
+	}
+	for i := 0; i < 500; i++ {
+		now, err := os.ReadFile(filepath.Join(dir, "freezer.state"))
 		if err != nil {
 			return err
 		}
-		if strings.TrimSpace(string(state)) == "FROZEN" {
-			break
+		if strings.TrimSpace(string(now)) == state {
+			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("freezer %s did not reach %s in 5 s", dir, state)
+}
+
+// killAll kills every process in the node's cgroups, the freezer holding
+// them still so that none forks past the kill.
+func (n *RealNode) killAll() error {
+	freezer, err := n.freezer()
+	if err != nil {
+		return err
+	}
+	if err := setFreezer(freezer, "FROZEN"); err != nil {
+		return err
 	}
 	for _, pid := range cgroupPids(freezer) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	if err := os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("THAWED"), 0o644); err != nil {
+	if err := setFreezer(freezer, "THAWED"); err != nil {
 		return err
 	}
 	for i := 0; i < 500 && len(cgroupPids(freezer)) > 0; i++ {

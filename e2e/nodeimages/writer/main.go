@@ -11,8 +11,9 @@
 // Lease LEASE of POD_NAMESPACE as IDENTITY through KUBECONFIG, for
 // LEASE_DURATION (4s by default) renewed every second, and writes only
 // while the Guard says it may; the Guard stops the process LEASE_DEADLINE
-// (3s by default) after the Lease expires. IGNORE_GUARD=1 is the
-// mutation: it writes whatever the Guard says, and is never stopped.
+// (3s by default) after the Lease expires. IGNORE_GUARD, set to the
+// writer's IDENTITY, is the mutation: that writer writes whatever the
+// Guard says, and is never stopped.
 package main
 
 import (
@@ -107,7 +108,7 @@ func guard(identity string) (func() bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	ignore := os.Getenv("IGNORE_GUARD") == "1"
+	ignore := os.Getenv("IGNORE_GUARD") == identity
 	opts := selffence.Options{Namespace: os.Getenv("POD_NAMESPACE"), Lease: lease, Identity: identity,
 		Duration: duration, RenewInterval: time.Second, Deadline: deadline}
 	if ignore {
