@@ -84,7 +84,7 @@ type Options struct {
 	// cannot be compared and shares no Health.Memory gets none (its
 	// checkers share nothing, and each watch would outlive its checker). It
 	// needs get, list and watch on leases (the RBAC markers of
-	// LeaseFencingRBAC). The default is false.
+	// LeasePolicyRules). The default is false.
 	FenceLease bool
 	// LeaseProtocol, with FenceLease, states each pod's protocol in
 	// process (fencing.LeaseOptions.Protocol): computed from the
@@ -239,7 +239,8 @@ func NewChecker(mgr Manager, namespace string, selector labels.Selector, opts Op
 }
 
 // NewCheckerForOwner is NewChecker for the pods that owner controls
-// (NewOwnedPodSource, NewOwnedDeleter), for an operator that finds its
+// (their controller reference names its UID; its Deleter is
+// NewOwnedDeleter's), for an operator that finds its
 // pods by owner rather than by label: ownerIndex, when not empty, is the
 // name of the operator's field index of pods by their controller's name,
 // which the list uses.
@@ -248,7 +249,7 @@ func NewCheckerForOwner(mgr Manager, owner client.Object, ownerIndex string, opt
 		return nil, errors.New("controllerruntime: NewCheckerForOwner: nil Manager")
 	}
 	c := mgr.GetClient()
-	source, err := NewOwnedPodSource(c, owner, ownerIndex)
+	source, err := newOwnedPodSource(c, owner, ownerIndex)
 	if err != nil {
 		return nil, err
 	}

@@ -6,3 +6,6 @@ import "time"
 func SetReadTimeout(d time.Duration) time.Duration {
 	return time.Duration(readTimeout.Swap(int64(d)))
 }
+
+// NewOwnedPodSource is NewCheckerForOwner's source, for its tests.
+var NewOwnedPodSource = newOwnedPodSource

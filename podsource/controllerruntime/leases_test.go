@@ -170,9 +170,9 @@ func TestFenceLeaseWiresTheLeasePathInOneOption(t *testing.T) {
 	require.ErrorContains(t, err, "LeaseProtocol without FenceLease would do nothing")
 }
 
-// The Lease fencing's marker and LeaseFencingRBAC are the same rule.
+// The Lease fencing's marker and LeasePolicyRules are the same rule.
 func TestLeaseFencingMarkerAndRuleAreTheSame(t *testing.T) {
-	require.Empty(t, cmp.Diff(crh.LeaseFencingRBAC(), markerRules(t, "leases.go")))
+	require.Empty(t, cmp.Diff(crh.LeasePolicyRules(), markerRules(t, "leases.go")))
 }
 
 // A Manager that cannot be compared, whose checkers share no Memory, keeps

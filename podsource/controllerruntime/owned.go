@@ -15,9 +15,10 @@ import (
 	"github.com/podhealth/podhealth/podsource"
 )
 
-var _ health.PodSource = (*OwnedPodSource)(nil)
+var _ health.PodSource = (*ownedPodSource)(nil)
 
-// OwnedPodSource lists the pods that one owner controls (their controller
+// ownedPodSource, NewCheckerForOwner's source, lists the pods that one
+// owner controls (their controller
 // reference names its UID), through a client.Reader, typically
 // mgr.GetClient(): for an operator that finds its pods by owner, such as
 // a database operator whose instance pods carry no label it could select
@@ -28,8 +29,8 @@ var _ health.PodSource = (*OwnedPodSource)(nil)
 // deleted and created again) is left out.
 //
 // It honours the context, the read timeout and the copies as PodSource
-// does. An OwnedPodSource is safe for concurrent use when its reader is.
-type OwnedPodSource struct {
+// does. It is safe for concurrent use when its reader is.
+type ownedPodSource struct {
 	reader      client.Reader
 	namespace   string
 	owner       types.UID
@@ -38,8 +39,7 @@ type OwnedPodSource struct {
 
 // ControllerIndex is the name of a field index of pods by their
 // controller's name, as ControllerName gives it: register it once, before
-// the manager starts, and pass it to NewCheckerForOwner or
-// NewOwnedPodSource:
+// the manager starts, and pass it to NewCheckerForOwner:
 //
 //	mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podhealthcr.ControllerIndex, podhealthcr.ControllerName)
 //
@@ -57,22 +57,22 @@ func ControllerName(obj client.Object) []string {
 	return nil
 }
 
-// NewOwnedPodSource returns a source of the pods that owner controls.
+// newOwnedPodSource returns a source of the pods that owner controls.
 // owner must have a namespace, a name and a UID; index, when not empty, is
 // the name of a field index on pods whose value is their controller's
 // name.
-func NewOwnedPodSource(reader client.Reader, owner client.Object, index string) (*OwnedPodSource, error) {
+func newOwnedPodSource(reader client.Reader, owner client.Object, index string) (*ownedPodSource, error) {
 	if isNil(reader) {
-		return nil, errors.New("controllerruntime: NewOwnedPodSource: nil client.Reader")
+		return nil, errors.New("controllerruntime: NewCheckerForOwner: nil client.Reader")
 	}
 	if err := validOwner(owner); err != nil {
-		return nil, fmt.Errorf("controllerruntime: NewOwnedPodSource: %w", err)
+		return nil, fmt.Errorf("controllerruntime: NewCheckerForOwner: %w", err)
 	}
-	return &OwnedPodSource{reader: reader, namespace: owner.GetNamespace(), owner: owner.GetUID(), name: owner.GetName(), index: index}, nil
+	return &ownedPodSource{reader: reader, namespace: owner.GetNamespace(), owner: owner.GetUID(), name: owner.GetName(), index: index}, nil
 }
 
 // ListPods lists the owner's pods.
-func (s *OwnedPodSource) ListPods(ctx context.Context) ([]*corev1.Pod, error) {
+func (s *ownedPodSource) ListPods(ctx context.Context) ([]*corev1.Pod, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("controllerruntime: listing pods: %w", err)
 	}
