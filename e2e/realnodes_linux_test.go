@@ -1051,8 +1051,10 @@ func TestRealOverlapsFindsASecondWriterFromTheFileAlone(t *testing.T) {
 
 // TestPrimaryOverlapsFindsTwoHoldersOfTheLeaseWritingAtOnce: invariant 5
 // counts every writer of the one Lease, whatever its identity: a
-// failover from db-0 to db-1 is clean, and db-0 writing again after it
-// is found, as is a second container of db-0.
+// failover from db-0 to db-1 is clean, and so is a restarted container of
+// db-0 taking the Lease back once db-1 stopped; db-0's process writing
+// again after db-1 wrote is found, as is a container of db-0, new or
+// restarted, writing while db-1 does.
 func TestPrimaryOverlapsFindsTwoHoldersOfTheLeaseWritingAtOnce(t *testing.T) {
 	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
 	tests := []struct {
@@ -1066,6 +1068,10 @@ func TestPrimaryOverlapsFindsTwoHoldersOfTheLeaseWritingAtOnce(t *testing.T) {
 			{"db-0", "a", 1, at(1)}, {"db-1", "c", 1, at(9)}, {"db-0", "a", 2, at(9.5)}, {"db-1", "c", 2, at(10)}}, 2},
 		{"the recreated db-0 writes while db-1 holds the Lease", []realWrite{
 			{"db-0", "a", 1, at(1)}, {"db-1", "c", 1, at(9)}, {"db-0", "b", 1, at(20)}, {"db-1", "c", 2, at(21)}}, 1},
+		{"db-0's restarted container takes the Lease back after db-1 stopped", []realWrite{
+			{"db-0", "a", 1, at(1)}, {"db-0", "a", 2, at(2)}, {"db-1", "c", 1, at(9)}, {"db-1", "c", 2, at(10)}, {"db-0", "a", 1, at(19)}, {"db-0", "a", 2, at(20)}}, 0},
+		{"db-0's restarted container writes while db-1 holds the Lease", []realWrite{
+			{"db-0", "a", 1, at(1)}, {"db-1", "c", 1, at(9)}, {"db-0", "a", 1, at(19)}, {"db-1", "c", 2, at(20)}}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

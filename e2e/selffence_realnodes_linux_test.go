@@ -349,11 +349,24 @@ func requireFencedByTheTakeover(t *testing.T, loop *stsLoop, old types.UID) {
 }
 
 // primaryOverlaps is invariant 5, from the writers' file alone: of all the
-// containers that wrote as holders of the one Lease, whatever their
-// identity, none writes again once another has written.
+// processes that wrote as holders of the one Lease, whatever their
+// identity, none writes again once another has written. A process is told
+// by its pod's UID and its sequence, which starts again at 1 when the
+// pod's container restarts: a Guard never writes again once it lost the
+// Lease, but the pod's next container may take the Lease back, after the
+// takeover's wait, and that is a new writer.
 func primaryOverlaps(ws []realWrite) []string {
 	one := make([]realWrite, len(ws))
-	for i, w := range ws {
+	process := map[types.UID]int{}
+	lastSeq := map[types.UID]int{}
+	for i, w := range ws { // in the file's order: each process appends in order
+		if seq, ok := lastSeq[w.uid]; ok && w.seq <= seq {
+			process[w.uid]++
+		}
+		lastSeq[w.uid] = w.seq
+		if n := process[w.uid]; n > 0 {
+			w.uid = types.UID(fmt.Sprintf("%s (its container's start %d)", w.uid, n+1))
+		}
 		w.who = "the Lease " + realSelfFenceLease
 		one[i] = w
 	}
