@@ -12,7 +12,10 @@
 //   - --listen (127.0.0.1:8089 by default): GET /may-write answers 200
 //     "true" while it may write, 503 "false" otherwise;
 //   - --file: a file that exists exactly while it may write (in an
-//     emptyDir both containers mount).
+//     emptyDir both containers mount). A file outlives a sidecar killed
+//     without warning; the next sidecar removes it when it starts, but a
+//     workload container that starts before it could read it. Prefer
+//     --listen: a sidecar that is gone answers nothing.
 //
 // The answer turns to false, and the file goes, the moment the Guard stops
 // holding: the Lease's duration since the start of its last successful
