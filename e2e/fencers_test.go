@@ -352,15 +352,6 @@ func fencersChecker(t *testing.T, c kubernetes.Interface, pods, nodes informers.
 	return checker
 }
 
-func containsLine(lines []string, s string) bool {
-	for _, l := range lines {
-		if strings.Contains(l, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // heldEvents are the events.k8s.io events of namespace that record a
 // dead pod held back.
 func heldEvents(ctx context.Context, t *testing.T, c kubernetes.Interface, namespace string) []eventsv1.Event {

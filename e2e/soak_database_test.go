@@ -225,22 +225,6 @@ func (v *volume) write(who string, at time.Time) {
 	v.writes = append(v.writes, volumeWrite{who, at})
 }
 
-// spans returns each writer's first and last write, by writer.
-func (v *volume) spans() map[string][2]time.Time {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	out := map[string][2]time.Time{}
-	for _, w := range v.writes {
-		s, ok := out[w.who]
-		if !ok {
-			s[0] = w.at
-		}
-		s[1] = w.at
-		out[w.who] = s
-	}
-	return out
-}
-
 // primary is the model of a database container that fences itself: it
 // runs while the node's kubelet runs its pod, reaches the API server only
 // while the node is connected, renews its Lease, writes while it holds it,
