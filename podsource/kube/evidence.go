@@ -25,18 +25,18 @@ var (
 	_ health.ClaimGetter = (*ClaimSource)(nil)
 )
 
-// errNodeCacheNotSynced is the error, wrapped, of a NodeSource whose
+// ErrNodeCacheNotSynced is the error, wrapped, of a NodeSource whose
 // informer has not synced yet. It is not a NotFound error: a Checker takes
 // it for "unknown", never for "gone". It wraps health.ErrNodesUnavailable,
 // so a check asks an unsynced NodeSource about one node only, and says so
 // in Report.NodeEvidence.
-var errNodeCacheNotSynced = fmt.Errorf("the node informer's cache has not synced: %w", health.ErrNodesUnavailable)
+var ErrNodeCacheNotSynced = fmt.Errorf("the node informer's cache has not synced: %w", health.ErrNodesUnavailable)
 
 // NodeSource gives the Checker node evidence from a node informer's cache:
 // health.Options.Nodes and health.Breaker.Nodes. It sends no request to the
 // API server, and returns the cache's own objects, which must be treated as
 // read-only. Until the informer has synced, GetNode and ListNodes return an
-// error wrapping health.ErrNodesUnavailable (the cache has not synced), so that an empty cache is never
+// error wrapping ErrNodeCacheNotSynced, so that an empty cache is never
 // taken for missing nodes. A NodeSource is safe for concurrent use.
 type NodeSource struct {
 	lister corelisters.NodeLister
@@ -59,25 +59,25 @@ func NewNodeSource(nodes coreinformers.NodeInformer) (*NodeSource, error) {
 }
 
 // GetNode returns the cached node; a missing node is a NotFound error, and
-// a cache that has not synced one that wraps health.ErrNodesUnavailable.
+// a cache that has not synced an ErrNodeCacheNotSynced one.
 func (s *NodeSource) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kube: getting node from cache: %w", err)
 	}
 	if !s.synced() {
-		return nil, fmt.Errorf("kube: getting node %q: %w", name, errNodeCacheNotSynced)
+		return nil, fmt.Errorf("kube: getting node %q: %w", name, ErrNodeCacheNotSynced)
 	}
 	return s.lister.Get(name)
 }
 
-// ListNodes returns every cached node, or, before the cache has synced,
-// an error wrapping health.ErrNodesUnavailable.
+// ListNodes returns every cached node, or an ErrNodeCacheNotSynced error
+// before the cache has synced.
 func (s *NodeSource) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kube: listing nodes from cache: %w", err)
 	}
 	if !s.synced() {
-		return nil, fmt.Errorf("kube: listing nodes: %w", errNodeCacheNotSynced)
+		return nil, fmt.Errorf("kube: listing nodes: %w", ErrNodeCacheNotSynced)
 	}
 	return s.lister.List(labels.Everything())
 }
