@@ -259,10 +259,8 @@ func holdWhileRenewing(ctx context.Context, t *testing.T, cp *harness.ControlPla
 		t.Fatal(err)
 	}
 	for _, d := range deletes {
-		for _, agent := range agents {
-			if d.Namespace == w.ns && d.Name == old.Name && strings.HasPrefix(d.UserAgent, agent) {
-				t.Errorf("%s sent a DELETE of the renewing primary: %+v", agent, d)
-			}
+		if d.Namespace == w.ns && d.Name == old.Name && hasAnyPrefix(d.UserAgent, agents) {
+			t.Errorf("%s sent a DELETE of the renewing primary: %+v", recoverer, d)
 		}
 	}
 	t.Logf("self-fencing, node %s: Unknown %s, evicted %s, held by %s (%d reports, %d events) while it renewed; %s at %s, the pod gone %s, its last write %s, the standby writing %s",
