@@ -177,7 +177,11 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 
 // judge is the rest of run, for a list whose first from pods are known
 // alive and valid: it classifies the other pods, and force-deletes the dead
-// ones.
+// ones. Its stages, each in the files named after it: classify
+// (classify*.go) gives each pod its verdict, reading node evidence
+// (evidence*.go) only for the pods whose rules need it; then each dead pod
+// passes the policy (policy*.go, which asks the fencers for proof), the
+// release (release*.go) and the report (report*.go) in turn.
 func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod, quiet bool, from int) (bool, error) {
 	k := check{Checker: c, ctx: ctx, log: c.log, report: report}
 	if k.log.GetSink() == nil {
@@ -209,7 +213,11 @@ func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod,
 			errs = append(errs, stopped(err))
 			break
 		}
-		res := k.removeDead(pod, d.verdict)
+		// Policy, release, report: each dead pod passes the three stages
+		// in turn.
+		decided := k.decide(pod, d.verdict)
+		res := k.removeDead(pod, decided)
+		k.logResult(pod, d.verdict, decided, res)
 		k.finish(d.index, PodReport{Pod: pod, Verdict: d.verdict, Outcome: res.outcome, HeldBack: res.heldBack, FencedBy: res.fencedBy, Err: res.err})
 		if res.retryAfter > 0 {
 			k.getEvidence().retryIn(res.retryAfter) // into the report with the rules' waits

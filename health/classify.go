@@ -1,8 +1,6 @@
 package health
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -80,8 +78,4 @@ func validate(pods []*corev1.Pod) error {
 		}
 	}
 	return nil
-}
-
-func nilPod(index int) error {
-	return &ListError{Err: fmt.Errorf("the source returned a nil pod at index %d", index)}
 }

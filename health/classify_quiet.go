@@ -190,11 +190,3 @@ func (k *check) scanNodes(pods []*corev1.Pod, from int, others []deadPod) (alive
 	}
 	return alive, others, nil
 }
-
-// suspectNode reports whether a running pod on the named node needs the
-// rules after all: the node is confirmed gone (NodeGone), or, under
-// Options.ReplaceUnreachable, marked unreachable (the pod may be
-// Unreachable; how long it has been so is left to classify).
-func (k *check) suspectNode(e *evidence, name string) bool {
-	return (k.orphans && e.gone(name)) || (k.replaceUnreachable && e.unreachable(name))
-}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -47,6 +48,17 @@ var ErrClaimUnavailable = errors.New("podhealth: a claim's access modes could no
 // an error wrapping ErrUnidentifiedPod, also in the pod's PodReport.Err,
 // because no API server serves such a pod: the source is wrong.
 var ErrUnidentifiedPod = errors.New("pod has no name or no UID; refusing to force-delete it without a UID precondition")
+
+// keyOf names pod in the errors about it.
+func keyOf(pod *corev1.Pod) types.NamespacedName {
+	return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+}
+
+// nilPod is the error of a list with a nil pod at index (row D6): a
+// broken source.
+func nilPod(index int) error {
+	return &ListError{Err: fmt.Errorf("the source returned a nil pod at index %d", index)}
+}
 
 // stopped wraps the error of an ended context (row D7).
 func stopped(err error) error {

@@ -181,9 +181,10 @@ func (e *evidence) Forget(key string) { e.sightings.forget(fenceKey(e.asking, ke
 var _ Sightings = (*evidence)(nil)
 
 // fence asks the Checker's fencers whether pod's containers can no longer
-// run, and returns the first proof. Without proof, waiting joins
-// what the fencers said they miss or await, and err joins a *FenceError
-// per fencer that failed; the soonest RetryAfter goes to the report.
+// run, and returns the first proof. err joins a *FenceError per fencer
+// that failed (before the proof, if one came). Without proof, waiting
+// joins what the fencers said they miss or await; the soonest RetryAfter
+// goes to the report.
 func (k *check) fence(pod *corev1.Pod, v Verdict) (proof *Fence, waiting string, err error) {
 	ev := k.getEvidence()
 	state, node := ev.node(pod.Spec.NodeName)
@@ -200,11 +201,8 @@ func (k *check) fence(pod *corev1.Pod, v Verdict) (proof *Fence, waiting string,
 			errs = append(errs, &FenceError{Fencer: name, Pod: keyOf(pod), Err: ferr})
 			waiting = joinDetail(waiting, "fencer "+name+" failed: "+ferr.Error())
 		case fence.Proves == PodStopped || fence.Proves == NodeStopped:
-			if len(errs) > 0 {
-				k.log.V(1).Info("fencers failed before another proved the pod fenced", append(podKeys(pod, v), "errors", errors.Join(errs...).Error())...)
-			}
 			fence.Fencer = name
-			return &fence, "", nil
+			return &fence, "", errors.Join(errs...)
 		default:
 			waiting = joinDetail(waiting, fence.Detail)
 			ev.retryIn(fence.RetryAfter)

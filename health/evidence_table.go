@@ -101,3 +101,11 @@ func (t *nodeTable) reset() {
 		t.used = 0
 	}
 }
+
+// suspectNode reports whether a running pod on the named node needs the
+// rules after all: the node is confirmed gone (NodeGone), or, under
+// Options.ReplaceUnreachable, marked unreachable (the pod may be
+// Unreachable; how long it has been so is left to classify).
+func (k *check) suspectNode(e *evidence, name string) bool {
+	return (k.orphans && e.gone(name)) || (k.replaceUnreachable && e.unreachable(name))
+}

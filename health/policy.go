@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -109,6 +110,76 @@ type policy struct {
 	claims ClaimGetter
 	// shutdownTaints are Options.ShutdownTaints: more fencing evidence.
 	shutdownTaints []ShutdownTaint
+}
+
+// decision is the policy stage's answer about one dead pod, which the
+// release stage carries out.
+type decision struct {
+	// deletedEarlier: the Memory holds the pod as force-deleted, so it is
+	// not decided again.
+	deletedEarlier bool
+	hold           Hold   // why it stays; the zero Hold lets it go
+	proof          *Fence // the fencer's proof that let it go, if one did
+	// err, with a hold, is a read that failed on the way (a claim's,
+	// wrapping ErrClaimUnavailable, or a fencer's), or the source's fault
+	// (ErrUnidentifiedPod): the pod is held, and the check fails so that
+	// its caller retries.
+	err error
+	// fencersFailed joins the fencers that failed before another proved
+	// the pod fenced: no reason to hold it, but worth a log line.
+	fencersFailed error
+}
+
+// decide is the policy stage for one dead pod: whether it may be
+// force-deleted now. In order: a pod without a name or a UID is held (its
+// DELETE could carry no UID precondition); one the Memory holds as
+// force-deleted is not decided again; then its annotation, its malformed
+// status, the fencing it needs (asking the fencers, evidence_fencer.go)
+// and the breaker may hold it.
+func (k *check) decide(pod *corev1.Pod, v Verdict) decision {
+	if pod.Name == "" || pod.UID == "" {
+		// No API server serves such a pod, so the caller's source is wrong
+		// (a fake client that sets no UIDs, a transform that drops them):
+		// fail the check, so that it is seen rather than silently held.
+		return decision{
+			hold: Hold{Reason: HeldUnidentified, Detail: "the pod has no name or no UID, so its force delete could not carry a UID precondition"},
+			err: fmt.Errorf("podhealth: dead pod %q of namespace %q (uid %q): %w (no API server serves such a pod: does the source's client set UIDs? podsource/controllerruntime/fakeapi does)",
+				pod.Name, pod.Namespace, pod.UID, ErrUnidentifiedPod),
+		}
+	}
+	if !k.dryRun && k.memory.remembers(pod.UID, k.time()) {
+		return decision{deletedEarlier: true}
+	}
+	if optedOut(pod) {
+		return decision{hold: Hold{Reason: HeldByAnnotation, Detail: AnnotationForceDelete + "=" + forceDeleteNever}}
+	}
+	if why := malformed(pod); why != "" {
+		return decision{hold: Hold{Reason: HeldMalformed, Detail: why}}
+	}
+	var d decision
+	if !v.Fenced {
+		if why, err := k.policy.needsFencing(k.ctx, pod); why != "" {
+			proof, waiting, fenceErr := k.fence(pod, v)
+			switch {
+			case proof != nil:
+				d.proof, d.fencersFailed = proof, fenceErr
+			case waiting != "":
+				return decision{hold: Hold{Reason: HeldForFencing, Detail: why + "; " + waiting}, err: errors.Join(err, fenceErr)}
+			default:
+				return decision{hold: Hold{Reason: HeldForFencing, Detail: why}, err: errors.Join(err, fenceErr)}
+			}
+		}
+	}
+	if k.breaker.Nodes != nil {
+		if k.disruption == nil {
+			k.disruption = k.breaker.read(k.ctx)
+		}
+		if why := k.breaker.tripped(k.disruption, pod.Spec.NodeName); why != "" {
+			d.hold, d.proof = Hold{Reason: HeldByBreaker, Detail: why}, nil
+			return d
+		}
+	}
+	return d
 }
 
 // needsFencing returns why pod needs fencing evidence, or "" if it does not.

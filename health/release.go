@@ -9,6 +9,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
+// The release stage: a dead pod that the policy lets go (policy.go's
+// decide) is force-deleted here, once across the checks that share a
+// Memory, within the DeleteBudget. It logs nothing: the report stage logs
+// what happened (report_logging.go).
+
 // result is what happened to one dead pod.
 type result struct {
 	outcome    Outcome
@@ -16,44 +21,45 @@ type result struct {
 	fencedBy   *Fence // the fencer's proof that let it go, if one did
 	retryAfter time.Duration
 	err        error
+	// logged is the line the report stage logs about this result: none
+	// for a result shared from another check's delete, which that check
+	// logs.
+	logged logLine
 }
+
+// logLine is which line the report stage logs about a result.
+type logLine uint8
+
+const (
+	logNothing logLine = iota
+	logHeld
+	logWouldDelete
+	logSent
+)
 
 // errDeletePanicked is the result that waiters on a force delete see when
 // the Deleter panicked; the panic itself goes on up the stack.
 var errDeletePanicked = errors.New("the force delete panicked")
 
-// removeDead force-deletes one dead pod, unless something says it must not
-// or need not be sent: a missing name or UID, a dry run, the Memory, the
-// policy, the breaker, the budget, or another check already deleting it.
-func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
-	if pod.Name == "" || pod.UID == "" {
-		// Without a UID precondition the DELETE could hit a newer pod of
-		// the same name; every Deleter refuses it too. No API server
-		// serves such a pod, so the caller's source is wrong (a fake
-		// client that sets no UIDs, a transform that drops them): fail
-		// the check, so that it is seen rather than silently held.
-		res := k.held(pod, v, Hold{Reason: HeldUnidentified, Detail: "the pod has no name or no UID, so its force delete could not carry a UID precondition"})
-		res.err = fmt.Errorf("podhealth: dead pod %q of namespace %q (uid %q): %w (no API server serves such a pod: does the source's client set UIDs? podsource/controllerruntime/fakeapi does)",
-			pod.Name, pod.Namespace, pod.UID, ErrUnidentifiedPod)
-		return res
-	}
-	if !k.dryRun && k.memory.remembers(pod.UID, k.time()) {
+// removeDead carries out the policy's decision about one dead pod: it
+// force-deletes it, unless the decision holds it, a dry run only says it
+// would, or another check is already deleting it.
+func (k *check) removeDead(pod *corev1.Pod, d decision) result {
+	switch {
+	case d.deletedEarlier:
 		return k.deletedEarlier(pod)
-	}
-	hold, proof, err := k.holdBack(pod, v)
-	if hold.Reason != NotHeld {
-		res := k.held(pod, v, hold)
-		res.err = err // evidence that could not be read: retry, it is no verdict
-		return res
-	}
-	if k.dryRun {
-		k.log.Info("would force-delete pod", proofKeys(podKeys(pod, v), proof)...)
-		return result{outcome: WouldForceDelete, fencedBy: proof}
+	case d.hold.Reason != NotHeld:
+		// An error with a hold is evidence that could not be read, or a
+		// source that serves unidentified pods: retry, it is no verdict.
+		return result{outcome: HeldBack, heldBack: d.hold, err: d.err, logged: logHeld}
+	case k.dryRun:
+		return result{outcome: WouldForceDelete, fencedBy: d.proof, logged: logWouldDelete}
 	}
 
 	call, owner := k.memory.inflight.claim(pod.UID)
 	if !owner {
-		// Another check is deleting this pod; share its result.
+		// Another check is deleting this pod; share its result, which
+		// that check logs.
 		select {
 		case <-call.done:
 		case <-k.ctx.Done():
@@ -63,7 +69,8 @@ func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 			return k.deletedEarlier(pod)
 		}
 		res := call.res
-		res.fencedBy = proof
+		res.fencedBy = d.proof
+		res.logged = logNothing
 		return res
 	}
 	// Whatever happens from here on, a panic included, the claim is
@@ -79,7 +86,7 @@ func (k *check) removeDead(pod *corev1.Pod, v Verdict) result {
 		res = k.deletedEarlier(pod) // another check finished it just now
 		return res
 	}
-	res = k.send(pod, v, proof)
+	res = k.send(pod, d)
 	return res
 }
 
@@ -91,14 +98,13 @@ func (k *check) deletedEarlier(pod *corev1.Pod) result {
 }
 
 // send spends the budget and sends the DELETE.
-func (k *check) send(pod *corev1.Pod, v Verdict, proof *Fence) result {
+func (k *check) send(pod *corev1.Pod, d decision) result {
 	if k.budget != nil {
 		// Charged when the DELETE is sent, on the clock of that moment, so
 		// that the budget holds in every window however long deletes take.
 		if ok, retryAfter := k.budget.take(k.clock.Now()); !ok {
-			res := k.held(pod, v, Hold{Reason: HeldByBudget, Detail: fmt.Sprintf("%d per %v", k.budget.max, k.budget.window)})
-			res.retryAfter = retryAfter
-			return res
+			hold := Hold{Reason: HeldByBudget, Detail: fmt.Sprintf("%d per %v", k.budget.max, k.budget.window)}
+			return result{outcome: HeldBack, heldBack: hold, retryAfter: retryAfter, logged: logHeld}
 		}
 	}
 	err := k.deleter.ForceDelete(k.ctx, pod)
@@ -115,69 +121,18 @@ func (k *check) send(pod *corev1.Pod, v Verdict, proof *Fence) result {
 	default:
 		res = result{outcome: DeleteFailed, err: &DeleteError{Pod: keyOf(pod), UID: pod.UID, Err: err}}
 	}
-	res.fencedBy = proof
-	if res.err != nil {
-		k.log.Error(res.err, "force delete failed", proofKeys(podKeys(pod, v), proof)...)
-	} else {
-		k.log.Info("force-deleted pod", proofKeys(append(podKeys(pod, v), "outcome", res.outcome.String()), proof)...)
-	}
+	res.fencedBy, res.logged = d.proof, logSent
 	return res
 }
 
-// proofKeys adds to a log line's keys the fencer's proof that let the pod
-// go, when one did.
-func proofKeys(keys []any, proof *Fence) []any {
-	if proof == nil {
-		return keys
+// removed reports whether the outcome counts as deleted in the decision
+// table: the release stage remembers such a pod as force-deleted. A dry
+// run's WouldForceDelete counts too: a dry run answers what the real check
+// would answer if every delete succeeded.
+func (o Outcome) removed() bool {
+	switch o {
+	case ForceDeleted, WasAlreadyGone, NameReused, DeletedEarlier, BlockedByFinalizers, WouldForceDelete:
+		return true
 	}
-	keys = append(keys, "fencer", proof.Fencer, "fencedBy", proof.By, "proves", proof.Proves.String())
-	if !proof.Since.IsZero() {
-		keys = append(keys, "fencedSince", proof.Since.UTC().Format(time.RFC3339))
-	}
-	return append(keys, "fenceDetail", proof.Detail)
-}
-
-// holdBack returns why the pod's annotation, its malformed status, the
-// policy or the breaker keeps a dead pod; the zero Hold if nothing does,
-// with the fencer's proof that let it go when it needed one.
-// The error, with a hold, is a read that failed on the way (a claim's,
-// wrapping ErrClaimUnavailable): the pod is held, and the check fails so
-// that its caller retries.
-func (k *check) holdBack(pod *corev1.Pod, v Verdict) (Hold, *Fence, error) {
-	if optedOut(pod) {
-		return Hold{Reason: HeldByAnnotation, Detail: AnnotationForceDelete + "=" + forceDeleteNever}, nil, nil
-	}
-	if why := malformed(pod); why != "" {
-		return Hold{Reason: HeldMalformed, Detail: why}, nil, nil
-	}
-	var proof *Fence
-	if !v.Fenced {
-		if why, err := k.policy.needsFencing(k.ctx, pod); why != "" {
-			var waiting string
-			var fenceErr error
-			proof, waiting, fenceErr = k.fence(pod, v)
-			switch {
-			case proof != nil:
-			case waiting != "":
-				return Hold{Reason: HeldForFencing, Detail: why + "; " + waiting}, nil, errors.Join(err, fenceErr)
-			default:
-				return Hold{Reason: HeldForFencing, Detail: why}, nil, errors.Join(err, fenceErr)
-			}
-		}
-	}
-	if k.breaker.Nodes != nil {
-		if k.disruption == nil {
-			k.disruption = k.breaker.read(k.ctx)
-		}
-		if why := k.breaker.tripped(k.disruption, pod.Spec.NodeName); why != "" {
-			return Hold{Reason: HeldByBreaker, Detail: why}, nil, nil
-		}
-	}
-	return Hold{}, proof, nil
-}
-
-// held logs and returns the result of a dead pod held back.
-func (k *check) held(pod *corev1.Pod, v Verdict, hold Hold) result {
-	k.log.V(1).Info("holding back force delete", append(podKeys(pod, v), "heldBack", hold.Reason.String(), "detail", hold.Detail)...)
-	return result{outcome: HeldBack, heldBack: hold}
+	return false
 }

@@ -61,17 +61,6 @@ func (o Outcome) String() string {
 	return outcomeNames[o]
 }
 
-// removed reports whether the outcome counts as deleted in the decision
-// table. A dry run's WouldForceDelete does too: a dry run answers what the
-// real check would answer if every delete succeeded.
-func (o Outcome) removed() bool {
-	switch o {
-	case ForceDeleted, WasAlreadyGone, NameReused, DeletedEarlier, BlockedByFinalizers, WouldForceDelete:
-		return true
-	}
-	return false
-}
-
 // PodReport is what one check found and did about one pod. It is built once
 // per pod and check, and handed both to the Report and to the Observer.
 type PodReport struct {

@@ -1,9 +1,32 @@
 package health
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
+
+// logResult logs what became of one dead pod: the fencers that failed
+// before another proved it fenced, then its hold, its dry run or its force
+// delete. A result shared from another check's delete is that check's to
+// log.
+func (k *check) logResult(pod *corev1.Pod, v Verdict, d decision, res result) {
+	if d.fencersFailed != nil {
+		k.log.V(1).Info("fencers failed before another proved the pod fenced", append(podKeys(pod, v), "errors", d.fencersFailed.Error())...)
+	}
+	switch res.logged {
+	case logHeld:
+		k.log.V(1).Info("holding back force delete", append(podKeys(pod, v), "heldBack", res.heldBack.Reason.String(), "detail", res.heldBack.Detail)...)
+	case logWouldDelete:
+		k.log.Info("would force-delete pod", proofKeys(podKeys(pod, v), res.fencedBy)...)
+	case logSent:
+		if res.err != nil {
+			k.log.Error(res.err, "force delete failed", proofKeys(podKeys(pod, v), res.fencedBy)...)
+		} else {
+			k.log.Info("force-deleted pod", proofKeys(append(podKeys(pod, v), "outcome", res.outcome.String()), res.fencedBy)...)
+		}
+	}
+}
 
 // objectRef names an object in logs the way Kubernetes' structured logging
 // does: "namespace/name" as text, {"name", "namespace"} as JSON.
@@ -34,6 +57,15 @@ func podKeys(pod *corev1.Pod, v Verdict) []any {
 	}
 }
 
-func keyOf(pod *corev1.Pod) types.NamespacedName {
-	return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+// proofKeys adds to a log line's keys the fencer's proof that let the pod
+// go, when one did.
+func proofKeys(keys []any, proof *Fence) []any {
+	if proof == nil {
+		return keys
+	}
+	keys = append(keys, "fencer", proof.Fencer, "fencedBy", proof.By, "proves", proof.Proves.String())
+	if !proof.Since.IsZero() {
+		keys = append(keys, "fencedSince", proof.Since.UTC().Format(time.RFC3339))
+	}
+	return append(keys, "fenceDetail", proof.Detail)
 }

@@ -62,11 +62,16 @@ func (r *Result) Reentries() map[string]int {
 
 // Grouped returns the walk with each file replaced by its group, as
 // group names it: a stage whose files are one group is entered again only
-// when the walk comes back to any of them.
+// when the walk comes back to any of them. A file whose group is "" is
+// left out, with its steps: a file of shared words that every stage may
+// use without leaving itself.
 func (r *Result) Grouped(group func(file string) string) *Result {
 	out := &Result{}
 	for _, s := range r.Steps {
 		g := group(s.File)
+		if g == "" {
+			continue
+		}
 		out.Steps = append(out.Steps, Step{File: g, Func: s.Func})
 		if n := len(out.Files); n == 0 || out.Files[n-1] != g {
 			out.Files = append(out.Files, g)

@@ -1,5 +1,8 @@
 package health
 
+// Hold is the report's word for why the policy kept a dead pod
+// (PodReport.HeldBack).
+
 // HoldReason says why a dead pod was held back (Outcome HeldBack): the kind
 // of reason, for code to switch on; Hold.Detail says the rest, for people.
 type HoldReason int

@@ -1,5 +1,8 @@
 package health
 
+// The DeleteBudget is the release stage's: it is spent as each DELETE is
+// sent (see send).
+
 import (
 	"fmt"
 	"sync"
