@@ -572,6 +572,39 @@ func TestConcurrentWaiterGivesUpWithItsContext(t *testing.T) {
 	require.NoError(t, <-firstDone)
 }
 
+// A check that waits on another check's DELETE of the same pod shares its
+// answer, and the line that logs it is the sender's alone.
+func TestAWaiterOnAnotherChecksDeleteLogsNothingOfIt(t *testing.T) {
+	var mu sync.Mutex
+	var logs []string
+	logger := funcr.New(func(prefix, args string) { mu.Lock(); logs = append(logs, args); mu.Unlock() }, funcr.Options{})
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	deleter := health.DeleterFunc(func(ctx context.Context, p *corev1.Pod) error {
+		close(entered)
+		<-release
+		return apierrors.NewInternalError(errors.New("boom"))
+	})
+	source := fake.New(fake.Options{}, newPod("alive"), taintEvicted("dead"))
+	checker, err := health.New(source, deleter, health.Options{Logger: logger})
+	require.NoError(t, err)
+
+	senderDone := make(chan error, 1)
+	go func() { _, err := checker.Check(context.Background()); senderDone <- err }()
+	<-entered
+	watcher := newDoneWatcher()
+	waiterDone := make(chan health.Report, 1)
+	go func() { r, _ := checker.CheckReport(watcher); waiterDone <- r }()
+	<-watcher.waiting // the waiter waits on the sender's DELETE
+	close(release)
+
+	require.Error(t, <-senderDone)
+	report := <-waiterDone
+	require.Equal(t, health.DeleteFailed, report.Pods[1].Outcome, "the sender's answer, shared")
+	require.Len(t, logs, 1, "one line, the sender's: %q", logs)
+	require.Contains(t, logs[0], `"msg"="force delete failed"`)
+}
+
 func TestZeroLoggerDiscards(t *testing.T) {
 	require.NotPanics(t, func() {
 		pods := fake.New(fake.Options{}, taintEvicted("dead"))

@@ -21,21 +21,10 @@ type result struct {
 	fencedBy   *Fence // the fencer's proof that let it go, if one did
 	retryAfter time.Duration
 	err        error
-	// logged is the line the report stage logs about this result: none
-	// for a result shared from another check's delete, which that check
+	// shared: the result of another check's delete, which that check
 	// logs.
-	logged logLine
+	shared bool
 }
-
-// logLine is which line the report stage logs about a result.
-type logLine uint8
-
-const (
-	logNothing logLine = iota
-	logHeld
-	logWouldDelete
-	logSent
-)
 
 // errDeletePanicked is the result that waiters on a force delete see when
 // the Deleter panicked; the panic itself goes on up the stack.
@@ -51,9 +40,9 @@ func (k *check) removeDead(pod *corev1.Pod, d decision) result {
 	case d.hold.Reason != NotHeld:
 		// An error with a hold is evidence that could not be read, or a
 		// source that serves unidentified pods: retry, it is no verdict.
-		return result{outcome: HeldBack, heldBack: d.hold, err: d.err, logged: logHeld}
+		return result{outcome: HeldBack, heldBack: d.hold, err: d.err}
 	case k.dryRun:
-		return result{outcome: WouldForceDelete, fencedBy: d.proof, logged: logWouldDelete}
+		return result{outcome: WouldForceDelete, fencedBy: d.proof}
 	}
 
 	call, owner := k.memory.inflight.claim(pod.UID)
@@ -69,8 +58,7 @@ func (k *check) removeDead(pod *corev1.Pod, d decision) result {
 			return k.deletedEarlier(pod)
 		}
 		res := call.res
-		res.fencedBy = d.proof
-		res.logged = logNothing
+		res.fencedBy, res.shared = d.proof, true
 		return res
 	}
 	// Whatever happens from here on, a panic included, the claim is
@@ -104,7 +92,7 @@ func (k *check) send(pod *corev1.Pod, d decision) result {
 		// that the budget holds in every window however long deletes take.
 		if ok, retryAfter := k.budget.take(k.clock.Now()); !ok {
 			hold := Hold{Reason: HeldByBudget, Detail: fmt.Sprintf("%d per %v", k.budget.max, k.budget.window)}
-			return result{outcome: HeldBack, heldBack: hold, retryAfter: retryAfter, logged: logHeld}
+			return result{outcome: HeldBack, heldBack: hold, retryAfter: retryAfter}
 		}
 	}
 	err := k.deleter.ForceDelete(k.ctx, pod)
@@ -121,7 +109,7 @@ func (k *check) send(pod *corev1.Pod, d decision) result {
 	default:
 		res = result{outcome: DeleteFailed, err: &DeleteError{Pod: keyOf(pod), UID: pod.UID, Err: err}}
 	}
-	res.fencedBy, res.logged = d.proof, logSent
+	res.fencedBy = d.proof
 	return res
 }
 

@@ -7,24 +7,25 @@ import (
 )
 
 // logResult logs what became of one dead pod: the fencers that failed
-// before another proved it fenced, then its hold, its dry run or its force
-// delete. A result shared from another check's delete is that check's to
-// log.
+// before another proved it fenced, then its hold, its dry run or the
+// answer to its DELETE. A pod force-deleted earlier gets no line, and a
+// result shared from another check's delete is that check's to log.
 func (k *check) logResult(pod *corev1.Pod, v Verdict, d decision, res result) {
 	if d.fencersFailed != nil {
 		k.log.V(1).Info("fencers failed before another proved the pod fenced", append(podKeys(pod, v), "errors", d.fencersFailed.Error())...)
 	}
-	switch res.logged {
-	case logHeld:
+	if res.shared {
+		return
+	}
+	switch res.outcome {
+	case HeldBack:
 		k.log.V(1).Info("holding back force delete", append(podKeys(pod, v), "heldBack", res.heldBack.Reason.String(), "detail", res.heldBack.Detail)...)
-	case logWouldDelete:
+	case WouldForceDelete:
 		k.log.Info("would force-delete pod", proofKeys(podKeys(pod, v), res.fencedBy)...)
-	case logSent:
-		if res.err != nil {
-			k.log.Error(res.err, "force delete failed", proofKeys(podKeys(pod, v), res.fencedBy)...)
-		} else {
-			k.log.Info("force-deleted pod", proofKeys(append(podKeys(pod, v), "outcome", res.outcome.String()), res.fencedBy)...)
-		}
+	case DeleteFailed:
+		k.log.Error(res.err, "force delete failed", proofKeys(podKeys(pod, v), res.fencedBy)...)
+	case ForceDeleted, WasAlreadyGone, NameReused:
+		k.log.Info("force-deleted pod", proofKeys(append(podKeys(pod, v), "outcome", res.outcome.String()), res.fencedBy)...)
 	}
 }
 
