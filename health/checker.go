@@ -181,7 +181,8 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 // (classify*.go) gives each pod its verdict, reading node evidence
 // (evidence*.go) only for the pods whose rules need it; then each dead pod
 // passes the policy (policy*.go, which asks the fencers for proof), the
-// release (release*.go) and the report (report*.go) in turn.
+// release (release*.go: the breaker, the budget, the DELETE) and the report
+// (report*.go) in turn.
 func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod, quiet bool, from int) (bool, error) {
 	k := check{Checker: c, ctx: ctx, log: c.log, report: report}
 	if k.log.GetSink() == nil {

@@ -544,3 +544,43 @@ func TestEachFileOfPackageHealthHoldsOneConceptInAtMost500Lines(t *testing.T) {
 		require.LessOrEqual(t, strings.Count(string(data), "\n"), 500, "%s is over 500 lines: split it by concept", f)
 	}
 }
+
+// TestTheBreakerHoldsOnlyPodsThePolicyLetsGo: the Breaker is the release
+// stage's gate. A pod that the policy holds (its annotation, its malformed
+// status, the fencing it needs) keeps that reason under an open breaker,
+// and only the pods the policy lets go are held by the breaker, whose
+// nodes are read once per check, when the first of them meets it.
+func TestTheBreakerHoldsOnlyPodsThePolicyLetsGo(t *testing.T) {
+	allDown := fake.NewNodes(newNode("node-lost", notReady), newNode("n2", notReady), newNode("n3", notReady))
+	var lists int
+	breaker := health.Breaker{Nodes: nodeListerFunc(func(ctx context.Context) ([]*corev1.Node, error) {
+		lists++
+		return allDown.ListNodes(ctx)
+	})}
+	optedOut := taintEvicted("opted-out")
+	optedOut.Annotations = map[string]string{health.AnnotationForceDelete: "never"}
+	malformed := taintEvicted("malformed")
+	disruption("DeletionByTaintManager")(malformed)
+	stateful := newPod("db-0", onNode("node-lost"), deleting, disruption("DeletionByTaintManager"), ownedByStatefulSet)
+	pods := []*corev1.Pod{optedOut, malformed, stateful, taintEvicted("free-1"), taintEvicted("free-2")}
+
+	source := health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return pods, nil })
+	var deletes int
+	checker, err := health.New(source, health.DeleterFunc(func(context.Context, *corev1.Pod) error { deletes++; return nil }),
+		health.Options{Nodes: allDown, Breaker: breaker, Clock: clocktesting.NewFakePassiveClock(deletedAt.Add(time.Hour))})
+	require.NoError(t, err)
+	report, err := checker.CheckReport(context.Background())
+	require.NoError(t, err)
+
+	got := map[string]health.HoldReason{}
+	for _, p := range report.Pods {
+		require.Equal(t, health.HeldBack, p.Outcome, p.Pod.Name)
+		got[p.Pod.Name] = p.HeldBack.Reason
+	}
+	require.Equal(t, map[string]health.HoldReason{
+		"opted-out": health.HeldByAnnotation, "malformed": health.HeldMalformed, "db-0": health.HeldForFencing,
+		"free-1": health.HeldByBreaker, "free-2": health.HeldByBreaker,
+	}, got)
+	require.Zero(t, deletes)
+	require.Equal(t, 1, lists, "the breaker reads the nodes once per check")
+}

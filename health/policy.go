@@ -134,8 +134,9 @@ type decision struct {
 // force-deleted now. In order: a pod without a name or a UID is held (its
 // DELETE could carry no UID precondition); one the Memory holds as
 // force-deleted is not decided again; then its annotation, its malformed
-// status, the fencing it needs (asking the fencers, evidence_fencer.go)
-// and the breaker may hold it.
+// status and the fencing it needs (asking the fencers, evidence_fencer.go)
+// may hold it. The breaker, which holds every pod alike, is the release
+// stage's (release_breaker.go).
 func (k *check) decide(pod *corev1.Pod, v Verdict) decision {
 	if pod.Name == "" || pod.UID == "" {
 		// No API server serves such a pod, so the caller's source is wrong
@@ -168,15 +169,6 @@ func (k *check) decide(pod *corev1.Pod, v Verdict) decision {
 			default:
 				return decision{hold: Hold{Reason: HeldForFencing, Detail: why}, err: errors.Join(err, fenceErr)}
 			}
-		}
-	}
-	if k.breaker.Nodes != nil {
-		if k.disruption == nil {
-			k.disruption = k.breaker.read(k.ctx)
-		}
-		if why := k.breaker.tripped(k.disruption, pod.Spec.NodeName); why != "" {
-			d.hold, d.proof = Hold{Reason: HeldByBreaker, Detail: why}, nil
-			return d
 		}
 	}
 	return d

@@ -10,8 +10,9 @@ import (
 )
 
 // The release stage: a dead pod that the policy lets go (policy.go's
-// decide) is force-deleted here, once across the checks that share a
-// Memory, within the DeleteBudget. It logs nothing: the report stage logs
+// decide) is force-deleted here, unless the Breaker is tripped
+// (release_breaker.go), once across the checks that share a Memory, within
+// the DeleteBudget (release_budget.go). It logs nothing: the report stage logs
 // what happened (report_logging.go).
 
 // result is what happened to one dead pod.
@@ -31,8 +32,9 @@ type result struct {
 var errDeletePanicked = errors.New("the force delete panicked")
 
 // removeDead carries out the policy's decision about one dead pod: it
-// force-deletes it, unless the decision holds it, a dry run only says it
-// would, or another check is already deleting it.
+// force-deletes it, unless the decision holds it, the breaker holds every
+// pod, a dry run only says it would, or another check is already deleting
+// it.
 func (k *check) removeDead(pod *corev1.Pod, d decision) result {
 	switch {
 	case d.deletedEarlier:
@@ -41,6 +43,11 @@ func (k *check) removeDead(pod *corev1.Pod, d decision) result {
 		// An error with a hold is evidence that could not be read, or a
 		// source that serves unidentified pods: retry, it is no verdict.
 		return result{outcome: HeldBack, heldBack: d.hold, err: d.err}
+	}
+	if why := k.breakerTripped(pod); why != "" {
+		return result{outcome: HeldBack, heldBack: Hold{Reason: HeldByBreaker, Detail: why}}
+	}
+	switch {
 	case k.dryRun:
 		return result{outcome: WouldForceDelete, fencedBy: d.proof}
 	}

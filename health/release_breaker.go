@@ -269,3 +269,16 @@ func (d *disruption) uncounted() string {
 	}
 	return fmt.Sprintf(" (%d more in a graceful shutdown or a drain, not counted)", d.maintenance)
 }
+
+// breakerTripped returns why the Checker's Breaker holds force deletes on
+// pod's node, or "" when it has no Nodes or is not tripped. It reads the
+// nodes once per check, when the first pod that may go meets it.
+func (k *check) breakerTripped(pod *corev1.Pod) string {
+	if k.breaker.Nodes == nil {
+		return ""
+	}
+	if k.disruption == nil {
+		k.disruption = k.breaker.read(k.ctx)
+	}
+	return k.breaker.tripped(k.disruption, pod.Spec.NodeName)
+}
