@@ -142,7 +142,7 @@ type check struct {
 // no dead pod it allocates nothing; with no report, no observer and dead
 // pods that the Memory remembers, little: the evidence of the rules that
 // judge them (none are judged when a pod is alive and there is no node
-// evidence, see classifyQuietly), and a slice only when more than two pods
+// evidence, see classifyPods), and a slice only when more than two pods
 // need judging and no earlier check left one in deadBufs.
 func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	if c.source == nil {
@@ -155,49 +155,52 @@ func (c *Checker) run(ctx context.Context, report *Report) (bool, error) {
 	if err != nil {
 		return false, &ListError{Err: err}
 	}
-	// The quiet path (classify_quiet.go) cuts a check of 10,000 running pods from
-	// 81 to 9.9 ns per pod in BenchmarkRealistic.
-	quiet := report == nil && c.observer == nil && c.quickAlive
-	from := 0
-	if quiet && !c.orphans && !c.replaceUnreachable {
-		// The common case ends here, before anything else is set up:
-		// every pod is running, or about to, and none is being deleted.
-		if from = leadingAlive(pods); from == len(pods) {
-			return from > 0, nil
-		}
-		// The next common case: a pod is alive, and the others are alive
-		// too or were force-deleted by an earlier check and still listed
-		// by a lagging cache (see skipRemembered in classifyQuietly).
-		if from > 0 && c.nodes == nil && !c.dryRun && restAliveOrForceDeleted(pods[from:], c.memory) {
-			return true, nil
-		}
-	}
-	return c.judge(ctx, report, pods, quiet, from)
+	return c.judge(ctx, report, pods)
 }
 
-// judge is the rest of run, for a list whose first from pods are known
-// alive and valid: it classifies the other pods, and force-deletes the dead
-// ones. Its stages, each in the files named after it: classify
-// (classify*.go) gives each pod its verdict, reading node evidence
-// (evidence*.go) only for the pods whose rules need it; then each dead pod
-// passes the policy (policy*.go, which asks the fencers for proof), the
-// release (release*.go: the breaker, the budget, the DELETE) and the report
-// (report*.go) in turn.
-func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod, quiet bool, from int) (bool, error) {
-	k := check{Checker: c, ctx: ctx, log: c.log, report: report}
+// judge is the rest of run: it classifies the pods, and force-deletes the
+// dead ones. Its stages, each in the files named after it, in turn:
+//   - evidence (evidence*.go): a check that reports no verdict, with node
+//     evidence for orphans or early replacement, first screens the pods by
+//     their nodes (evidence_screen.go); without it, it screens them by
+//     their facts alone (classify_quiet.go);
+//   - classify (classify*.go): the rules give the other pods their
+//     verdicts, reading the node evidence found, or looking it up through
+//     the same evidence; the policy decides which alive pods on nodes that
+//     may be unreachable are Unreachable (policy_replace.go);
+//   - then each dead pod passes the policy (policy*.go, which asks the
+//     fencers for proof), the release (release*.go: the breaker, the
+//     budget, the DELETE) and the report (report*.go) in turn.
+//
+// The quiet path (a check that reports no verdict, with the rules of
+// quickAlive) cuts a check of 10,000 running pods from 81 to 9.9 ns per
+// pod in BenchmarkRealistic.
+func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod) (bool, error) {
+	k := check{Checker: c, ctx: ctx, report: report}
+	quiet := report == nil && c.observer == nil && c.quickAlive
+	var buf [2]deadPod // the pods to classify, then the dead ones, on the stack while they are few
+	todo := buf[:0]
+	var alive int
+	var err error
+	switch {
+	case !quiet:
+		// Every pod goes through the rules, for its verdict.
+	case c.orphans || c.replaceUnreachable:
+		alive, todo, err = k.screen(pods, todo)
+	default:
+		var done bool
+		if alive, todo, done, err = k.screenByFacts(pods, todo); done {
+			return alive > 0, nil
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	k.log = c.log
 	if k.log.GetSink() == nil {
 		k.log = logr.FromContextOrDiscard(ctx)
 	}
-
-	var buf [2]deadPod // the dead pods, on the stack while they are few
-	var alive int
-	var dead []deadPod
-	var err error
-	if quiet {
-		alive, dead, err = k.classifyQuietly(pods, from, buf[:0])
-	} else {
-		alive, dead, err = k.classifyAll(pods, buf[:0])
-	}
+	alive, dead, err := k.classifyPods(pods, todo, alive, !quiet)
 	if err != nil {
 		return false, err
 	}
@@ -221,7 +224,7 @@ func (c *Checker) judge(ctx context.Context, report *Report, pods []*corev1.Pod,
 		k.logResult(pod, d.verdict, decided, res)
 		k.finish(d.index, PodReport{Pod: pod, Verdict: d.verdict, Outcome: res.outcome, HeldBack: res.heldBack, FencedBy: res.fencedBy, Err: res.err})
 		if res.retryAfter > 0 {
-			k.getEvidence().retryIn(res.retryAfter) // into the report with the rules' waits
+			k.getEvidence().wake.add(res.retryAfter) // into the report with the rules' waits
 		}
 		switch {
 		case res.err != nil:
@@ -294,6 +297,19 @@ func (k *check) finish(index int, r PodReport) {
 	}
 	if k.observer != nil {
 		k.observer.Observe(k.ctx, r)
+	}
+}
+
+// soonest is how soon a check expects a verdict to change with time alone
+// (a deadline that passes, a wait that ends): the soonest of the waits
+// that its stages meet, the rules', early replacement's, the fencers' and
+// the budget's. It becomes Report.RetryAfter; zero while no wait is met.
+type soonest time.Duration
+
+// add notes a wait of d.
+func (s *soonest) add(d time.Duration) {
+	if d > 0 && (*s == 0 || d < time.Duration(*s)) {
+		*s = soonest(d)
 	}
 }
 

@@ -4,23 +4,50 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// The classify stage: every listed pod gets its verdict from the rules,
-// reading node evidence only for the pods that need it (evidence*.go).
-// The quiet path (classify_quiet.go) is its fast form for checks that
-// report nothing.
+// The classify stage: the pods that the screens left (evidence_screen.go,
+// classify_quiet.go), or every pod when the check reports verdicts, get
+// their verdicts from the rules, which read the node evidence that the
+// screen found or look it up through the same evidence; a pod the rules
+// call Alive on a node that may be unreachable is then the policy's to
+// replace (policy_replace.go).
 
-// classifyAll validates the pods, then classifies every one, filling in
-// the report and telling the observer about the pods that are not dead (a
-// dead pod is finished after its force delete). It returns the dead pods
-// in list order, appended to dead.
-func (k *check) classifyAll(pods []*corev1.Pod, dead []deadPod) (alive int, _ []deadPod, _ error) {
-	if err := validate(pods); err != nil {
-		return 0, nil, err
+// classifyPods gives their verdicts to the pods of todo, or to every pod
+// when all is set (a check that reports verdicts: it validates the list
+// first, fills in the report, and tells the observer about the pods that
+// are not dead; a dead pod is finished after its force delete). It counts
+// the alive ones on top of alive, and returns the dead ones in list order,
+// in todo's room.
+func (k *check) classifyPods(pods []*corev1.Pod, todo []deadPod, alive int, all bool) (int, []deadPod, error) {
+	n := len(todo)
+	if all {
+		if err := validate(pods); err != nil {
+			return 0, nil, err
+		}
+		if k.report != nil {
+			k.report.Pods = make([]PodReport, len(pods))
+		}
+		n = len(pods)
 	}
-	if k.report != nil {
-		k.report.Pods = make([]PodReport, len(pods))
-	}
-	for i, pod := range pods {
+	// Once a pod is counted alive, the health answer is known unless a
+	// force delete fails, so a pod that the Memory holds as force-deleted
+	// changes nothing whatever its verdict: it is gone from the API server
+	// (or held there by a finalizer), so sending its force delete again
+	// could only answer NotFound or change nothing, and it would count at
+	// most one more pod alive. A check that reports no verdict does not
+	// judge it, which spares reading its conditions and the clock. Without
+	// node evidence no rule records anything while it judges, so nothing
+	// is lost; a dry run does not read the Memory.
+	skipRemembered := !all && alive > 0 && !k.dryRun && k.nodes == nil
+	dead := todo[:0] // dead is never longer than the pods of todo read so far
+	for j := range n {
+		i := j
+		if !all {
+			i = todo[j].index
+		}
+		pod := pods[i]
+		if skipRemembered && pod.Name != "" && pod.UID != "" && k.memory.holds(pod.UID) {
+			continue
+		}
 		v := k.classify(pod)
 		switch v.State {
 		case Alive:
@@ -48,7 +75,7 @@ func (k *check) classifyAll(pods []*corev1.Pod, dead []deadPod) (alive int, _ []
 func (k *check) classify(pod *corev1.Pod) Verdict {
 	v := k.classifyByRules(pod)
 	if v.State == Alive && k.replaceUnreachable {
-		return k.unreachable(pod, v)
+		return k.replace(pod, v)
 	}
 	return v
 }

@@ -27,37 +27,6 @@ type Rule struct {
 	withEvidence func(pod *corev1.Pod, ev *evidence) (v Verdict, ok bool)
 }
 
-// facts are cheap facts about a pod, as a bit set (see Rule.when).
-type facts uint8
-
-const (
-	// deleting: the pod has a deletionTimestamp.
-	deleting facts = 1 << iota
-	// terminal: the pod is in phase Succeeded or Failed.
-	terminal
-	// disrupted: the pod has a DisruptionTarget=True condition.
-	disrupted
-	// onGoneNode: a live read confirmed that the pod's node is gone. Unlike
-	// the others, factsOf does not read it: a check sets it, with node
-	// evidence only, at the cost of one lookup per node and check.
-	onGoneNode
-)
-
-// factsOf returns the facts that hold for pod.
-func factsOf(pod *corev1.Pod) facts {
-	var f facts
-	if pod.DeletionTimestamp != nil {
-		f |= deleting
-	}
-	if isTerminalPhase(pod) {
-		f |= terminal
-	}
-	if disruptionTarget(pod) != nil {
-		f |= disrupted
-	}
-	return f
-}
-
 // Rules is an ordered rule set: the first rule with an opinion decides. A pod
 // that no rule matches is Alive. Rules compose by concatenation, so a caller
 // can put its own rules before or after DefaultRules(), or drop a built-in
@@ -248,7 +217,7 @@ func taintEvicted() Rule {
 			return Verdict{}, false // a live kubelet finishes the graceful deletion
 		}
 		if left := ev.untilDeletionDeadline(pod); left > 0 {
-			ev.retryIn(left) // dead when the deadline passes
+			ev.wake.add(left) // dead when the deadline passes
 			return Verdict{}, false
 		}
 		return Verdict{State: Dead, Reason: why + ", no node evidence, and the deletion deadline has passed"}, true
@@ -325,33 +294,4 @@ func classifyStaleDisruptionTarget(pod *corev1.Pod) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	return Verdict{State: Alive, Reason: "DisruptionTarget=True without deletionTimestamp; the condition can be stale"}, true
-}
-
-func isTerminalPhase(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
-// disruptionTarget returns the pod's DisruptionTarget=True condition, or nil.
-// When the condition appears more than once, the first True one counts.
-func disruptionTarget(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		c := &pod.Status.Conditions[i]
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return c
-		}
-	}
-	return nil
-}
-
-// hasDisruptionTarget reports whether any DisruptionTarget=True condition
-// has the given reason, so that the order of duplicate conditions does not
-// change the verdict.
-func hasDisruptionTarget(pod *corev1.Pod, reason string) bool {
-	for i := range pod.Status.Conditions {
-		c := &pod.Status.Conditions[i]
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == reason {
-			return true
-		}
-	}
-	return false
 }

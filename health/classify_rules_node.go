@@ -77,7 +77,7 @@ func TerminatingTooLong(margin time.Duration) Rule {
 		// either (see remaining).
 		left := max(remaining(now.Sub(pod.DeletionTimestamp.Time), margin), remaining(now.Sub(since), addSaturating(gracePeriod(pod), margin)))
 		if left > 0 {
-			ev.retryIn(left)
+			ev.wake.add(left)
 			return Verdict{}, false
 		}
 		return Verdict{State: Dead, Reason: ev.reason("terminating past its deletion deadline and margin on node ", pod.Spec.NodeName, ", which is not Ready")}, true

@@ -46,22 +46,25 @@ type evidence struct {
 	// that looking nodes up for live pods reads no clock.
 	clock   clock.PassiveClock
 	haveNow bool
-	// table caches seen for scanNodes.
+	// table caches seen for screen.
 	table nodeTable
-	// touched keeps the bytes that scanNodes reads ahead of its lookups,
+	// touched keeps the bytes that screen reads ahead of its lookups,
 	// so that the reads are not optimised away; nothing else reads it.
 	touched byte
 	// nodesDown and liveDown are the first errors wrapping
 	// ErrNodesUnavailable of nodes and live: once set, that getter is not
 	// asked again in this check.
 	nodesDown, liveDown error
+	// unreachableFor is Options.UnreachableFor (see replacement).
+	unreachableFor time.Duration
 	// forgetRecovered makes a lookup that finds a node Ready forget when
 	// the node was first seen unreachable, so that its next failure waits
 	// afresh (Options.UnreachableFor), with or without a lastTransitionTime.
 	forgetRecovered bool
-	// wake is how soon a rule expects a pod's verdict to change with time
-	// alone (a deadline that passes, a wait that ends); 0 when none does.
-	wake time.Duration
+	// wake is how soon the check expects a verdict to change with time
+	// alone. It lives here, in the pooled evidence, so that the rules reach
+	// it.
+	wake soonest
 	// shutdownTaints are Options.ShutdownTaints (see evidence_shutdown.go).
 	shutdownTaints []ShutdownTaint
 	// asking is the name of the fencer being asked, whose keys Sightings
@@ -167,14 +170,6 @@ func (e *evidence) time() time.Time {
 	return e.now
 }
 
-// retryIn notes that a verdict may change in d with time alone; the
-// report's RetryAfter is the soonest such d of a check.
-func (e *evidence) retryIn(d time.Duration) {
-	if d > 0 && (e.wake == 0 || d < e.wake) {
-		e.wake = d
-	}
-}
-
 // gone reports whether a live read confirmed the named node gone. It is
 // what a check asks about every pod bound to a node, so after the first
 // pod of a node it costs one map lookup.
@@ -262,7 +257,7 @@ func (k *check) getEvidence() *evidence {
 		}
 		seen, reasons, table, sighted := e.seen, e.reasons, e.table, e.ownSightings.seen
 		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, clock: k.clock, now: k.now, haveNow: k.haveNow, seen: seen, reasons: reasons, table: table, ownSightings: k.firstSightings(),
-			forgetRecovered: k.replaceUnreachable && k.unreachableFor > 0, shutdownTaints: k.policy.shutdownTaints}
+			unreachableFor: k.unreachableFor, forgetRecovered: k.replaceUnreachable && k.unreachableFor > 0, shutdownTaints: k.policy.shutdownTaints}
 		e.ownSightings.seen = sighted
 		e.sightings = &e.ownSightings
 		k.evidence = e
@@ -283,7 +278,7 @@ func (k *check) releaseEvidence() {
 		// The caller looks again at RetryAfter: what this check saw must
 		// still be remembered then, or a wait longer than the Memory's TTL
 		// would start again at every look and never end.
-		e.sightings.hold(e.time().Add(e.wake))
+		e.sightings.hold(e.time().Add(time.Duration(e.wake)))
 	}
 	clear(e.seen)
 	clear(e.reasons)
@@ -309,8 +304,8 @@ func (k *check) firstSightings() checkSightings {
 // node evidence was unavailable (NodeEvidence). It logs once when node
 // evidence becomes unavailable, and once when it is back.
 func (k *check) reportEvidence(e *evidence) {
-	if r := k.report; r != nil && e.wake > 0 && (r.RetryAfter == 0 || e.wake < r.RetryAfter) {
-		r.RetryAfter = e.wake
+	if r := k.report; r != nil && e.wake > 0 && (r.RetryAfter == 0 || time.Duration(e.wake) < r.RetryAfter) {
+		r.RetryAfter = time.Duration(e.wake)
 	}
 	if err := e.unavailable(); err != nil {
 		if k.report != nil {

@@ -134,7 +134,7 @@ func (k *check) fence(pod *corev1.Pod, v Verdict) (proof *Fence, waiting string,
 			return &fence, "", errors.Join(errs...)
 		default:
 			waiting = joinDetail(waiting, fence.Detail)
-			ev.retryIn(fence.RetryAfter)
+			ev.wake.add(fence.RetryAfter)
 		}
 	}
 	return nil, waiting, errors.Join(errs...)

@@ -4,7 +4,7 @@ import "math/bits"
 
 // nodeTable is the check's table of the nodes it looked up, in front of
 // evidence.seen, for the one lookup per pod that a quiet check with node
-// evidence makes (see scanNodes). It is an open-addressing hash table keyed
+// evidence makes (see screen). It is an open-addressing hash table keyed
 // by a name's length and its first and last eight bytes: cheaper per pod
 // than a map, which hashes and compares whole names, and exact for names of
 // up to 16 bytes; longer ones are compared in full when those match. Names
@@ -100,12 +100,4 @@ func (t *nodeTable) reset() {
 		clear(t.slots)
 		t.used = 0
 	}
-}
-
-// suspectNode reports whether a running pod on the named node needs the
-// rules after all: the node is confirmed gone (NodeGone), or, under
-// Options.ReplaceUnreachable, marked unreachable (the pod may be
-// Unreachable; how long it has been so is left to classify).
-func (k *check) suspectNode(e *evidence, name string) bool {
-	return (k.orphans && e.gone(name)) || (k.replaceUnreachable && e.unreachable(name))
 }

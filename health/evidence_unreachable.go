@@ -21,39 +21,34 @@ func validateUnreachable(opts Options) error {
 	return nil
 }
 
-// unreachable returns the verdict of pod, which the rules call Alive (v),
-// under Options.ReplaceUnreachable: Unreachable when the pod needs no
-// fencing and is bound to a node that is NodeUnreachable or
-// NodeOutOfService and not InMaintenance, and has been so for
-// Options.UnreachableFor; else v. A
-// pod with a deletionTimestamp or in a terminal phase keeps v, whatever a
-// rule of the caller's said: it is not serving anyway, and its own verdict
-// says why. Fencing is decided before the wait, so that a pod that can
-// never become Unreachable sets no RetryAfter; when only the wait keeps
-// the pod Alive, the report's RetryAfter says when it ends.
-func (k *check) unreachable(pod *corev1.Pod, v Verdict) Verdict {
-	if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || isTerminalPhase(pod) {
-		return v
-	}
-	ev := k.getEvidence()
-	state, node := ev.node(pod.Spec.NodeName)
+// replacement tells early replacement (Options.ReplaceUnreachable) about
+// the named node. ok: the node is NodeUnreachable or NodeOutOfService and
+// not InMaintenance (its kubelet stopping its pods is a planned stop, not
+// a failure), so its running pods may be Unreachable. With start, it also
+// returns how much longer they must wait (Options.UnreachableFor, see
+// unreachableWait), which records the node's first unreachable sighting,
+// and the reason their verdict gives once the wait is over. The screen
+// asks without start, so that only a pod that early replacement may
+// replace starts the wait (see check.replace). After the node's first
+// lookup in a check it costs a map lookup and a pass over its conditions.
+func (e *evidence) replacement(name string, start bool) (ok bool, wait time.Duration, reason string) {
+	state, node := e.node(name)
 	if state != NodeUnreachable && state != NodeOutOfService {
-		return v // no evidence, a node that serves, or NodeGone's business
+		return false, 0, "" // no evidence, a node that serves, or NodeGone's business
 	}
 	if _, stopping := InMaintenance(node); stopping {
-		return v // its kubelet is stopping the pod: a planned stop, not a failure
+		return false, 0, ""
 	}
-	if why, _ := k.policy.needsFencing(k.ctx, pod); why != "" {
-		return v // a second copy would be a second writer
+	if !start {
+		return true, 0, ""
 	}
 	ready := readyCondition(node)
-	if k.unreachableFor > 0 {
-		if wait := ev.unreachableWait(node.Name, ready.LastTransitionTime.Time, k.unreachableFor); wait > 0 {
-			ev.retryIn(wait)
-			return v
+	if e.unreachableFor > 0 {
+		if wait = e.unreachableWait(node.Name, ready.LastTransitionTime.Time, e.unreachableFor); wait > 0 {
+			return true, wait, ""
 		}
 	}
-	return Verdict{State: Unreachable, Rule: RuleNodeUnreachable, Reason: ev.reason("node ", node.Name, unreachableSuffix(ready.Status, state, lifecycleTaint(node)))}
+	return true, 0, e.reason("node ", node.Name, unreachableSuffix(ready.Status, state, lifecycleTaint(node)))
 }
 
 // unreachableSuffix is the end of an Unreachable verdict's reason: a
@@ -76,15 +71,6 @@ func unreachableSuffix(ready corev1.ConditionStatus, state NodeState, taint stri
 	default:
 		return " is not Ready (Ready=Unknown) and tainted " + corev1.TaintNodeUnreachable + byLifecycle
 	}
-}
-
-// unreachable reports whether the named node is NodeUnreachable or
-// NodeOutOfService, whatever for how long. A check asks it about every
-// bound pod under Options.ReplaceUnreachable, so after the first pod of a
-// node it costs one map lookup.
-func (e *evidence) unreachable(name string) bool {
-	state, _ := e.node(name)
-	return state == NodeUnreachable || state == NodeOutOfService
 }
 
 // unreachableKey is the key of a node's first unreachable sighting in the
