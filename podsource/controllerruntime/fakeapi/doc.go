@@ -23,7 +23,7 @@
 //   - a delete whose UID or resourceVersion precondition does not match
 //     the stored object is refused with a Conflict and changes nothing;
 //   - an object may be seeded with a deletionTimestamp and no finalizers:
-//     the client keeps it with a finalizer of its own (Finalizer) that Get
+//     the client keeps it with a hidden finalizer of its own that Get
 //     and List never show, and that an Update keeps, so that a Get then
 //     Update of a stuck Terminating pod leaves it stuck;
 //   - a delete with DryRun All is checked (NotFound, the UID precondition)

@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
-// Finalizer is the finalizer the client keeps, hidden, on an object that
+// hiddenFinalizer is the finalizer the client keeps, hidden, on an object that
 // has a deletionTimestamp and no finalizer of its own, so that the fake
 // client stores it. Get and List remove it from what they return.
-const Finalizer = "fakeapi.podhealth.io/no-kubelet"
+const hiddenFinalizer = "fakeapi.podhealth.io/no-kubelet"
 
 // defaultGracePeriod is a pod's terminationGracePeriodSeconds when its spec
 // has none, as the API server defaults it.
@@ -60,7 +60,7 @@ func NewClientFrom(builder *fake.ClientBuilder, objs ...client.Object) (*Client,
 			o.SetUID(uuid.NewUUID())
 		}
 		if o.GetDeletionTimestamp() != nil && len(o.GetFinalizers()) == 0 {
-			o.SetFinalizers([]string{Finalizer})
+			o.SetFinalizers([]string{hiddenFinalizer})
 		}
 		seeded = append(seeded, o)
 	}
@@ -260,7 +260,7 @@ func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Obje
 		return c.Delete(ctx, obj, opts...)
 	}
 	own := ownFinalizers(pod)
-	hidden := hasFinalizer(pod, Finalizer)
+	hidden := hasFinalizer(pod, hiddenFinalizer)
 	grace := int64(defaultGracePeriod)
 	if pod.Spec.TerminationGracePeriodSeconds != nil {
 		grace = *pod.Spec.TerminationGracePeriodSeconds
@@ -273,7 +273,7 @@ func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Obje
 	// mark the pod rather than remove it.
 	added := false
 	if pod.DeletionTimestamp == nil && grace != 0 && pod.Spec.NodeName != "" && !hidden {
-		pod.Finalizers = append(pod.Finalizers, Finalizer)
+		pod.Finalizers = append(pod.Finalizers, hiddenFinalizer)
 		if err := c.Update(ctx, pod); err != nil {
 			return err
 		}
@@ -298,7 +298,7 @@ func (s *server) delete(ctx context.Context, c client.WithWatch, obj client.Obje
 	return nil
 }
 
-// dropHidden removes Finalizer from the stored object at obj's key.
+// dropHidden removes hiddenFinalizer from the stored object at obj's key.
 func (s *server) dropHidden(ctx context.Context, c client.WithWatch, obj client.Object) error {
 	current, ok := obj.DeepCopyObject().(client.Object)
 	if !ok {
@@ -307,14 +307,14 @@ func (s *server) dropHidden(ctx context.Context, c client.WithWatch, obj client.
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !hasFinalizer(current, Finalizer) {
+	if !hasFinalizer(current, hiddenFinalizer) {
 		return nil
 	}
 	hide(current)
 	return c.Update(ctx, current)
 }
 
-// hide removes Finalizer from obj's finalizers.
+// hide removes hiddenFinalizer from obj's finalizers.
 // checkDelete answers a dry-run delete: NotFound for a missing object, a
 // Conflict for a UID precondition that does not hold, else nil.
 func (s *server) checkDelete(ctx context.Context, c client.WithWatch, obj client.Object, do *client.DeleteOptions) error {
@@ -332,15 +332,15 @@ func (s *server) checkDelete(ctx context.Context, c client.WithWatch, obj client
 	return nil
 }
 
-// update keeps Finalizer on an object that holds it: the caller read the
+// update keeps hiddenFinalizer on an object that holds it: the caller read the
 // object without it (Get hides it), and an API server would not drop a
 // finalizer it never showed, so a stuck Terminating pod stays stuck.
 func (s *server) update(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if current, ok := obj.DeepCopyObject().(client.Object); ok {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), current); err == nil && hasFinalizer(current, Finalizer) && !hasFinalizer(obj, Finalizer) {
-			obj.SetFinalizers(append(obj.GetFinalizers(), Finalizer))
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), current); err == nil && hasFinalizer(current, hiddenFinalizer) && !hasFinalizer(obj, hiddenFinalizer) {
+			obj.SetFinalizers(append(obj.GetFinalizers(), hiddenFinalizer))
 			defer hide(obj) // the caller's object shows what Get would
 		}
 	}
@@ -359,7 +359,7 @@ func hasFinalizer(obj metav1.Object, f string) bool {
 func hide(obj metav1.Object) {
 	fs := obj.GetFinalizers()
 	for i, f := range fs {
-		if f == Finalizer {
+		if f == hiddenFinalizer {
 			rest := append(append([]string(nil), fs[:i]...), fs[i+1:]...)
 			if len(rest) == 0 {
 				rest = nil
@@ -370,11 +370,11 @@ func hide(obj metav1.Object) {
 	}
 }
 
-// ownFinalizers returns pod's finalizers other than Finalizer.
+// ownFinalizers returns pod's finalizers other than hiddenFinalizer.
 func ownFinalizers(pod *corev1.Pod) []string {
 	var out []string
 	for _, f := range pod.Finalizers {
-		if f != Finalizer {
+		if f != hiddenFinalizer {
 			out = append(out, f)
 		}
 	}
