@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,9 +17,9 @@ import (
 )
 
 // auditPolicy records every DELETE of a pod with its request body (the
-// DeleteOptions), the metadata of every write of the users in writers, and
-// nothing else.
-func auditPolicy(writers []string) string {
+// DeleteOptions), the metadata of every request of the users in requesters
+// and of every write of the users in writers, and nothing else.
+func auditPolicy(writers, requesters []string) string {
 	policy := `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -27,21 +28,28 @@ rules:
   verbs: ["delete"]
   resources: [{group: "", resources: ["pods"]}]
 `
+	if len(requesters) > 0 {
+		policy += "- level: Metadata\n  users: [" + quoteAll(requesters) + "]\n"
+	}
 	if len(writers) > 0 {
-		quoted := make([]string, len(writers))
-		for i, w := range writers {
-			quoted[i] = strconv.Quote(w)
-		}
-		policy += "- level: Metadata\n  users: [" + strings.Join(quoted, ", ") + "]\n  verbs: [\"create\", \"update\", \"patch\", \"delete\", \"deletecollection\"]\n"
+		policy += "- level: Metadata\n  users: [" + quoteAll(writers) + "]\n  verbs: [\"create\", \"update\", \"patch\", \"delete\", \"deletecollection\"]\n"
 	}
 	return policy + "- level: None\n"
 }
 
+func quoteAll(users []string) string {
+	quoted := make([]string, len(users))
+	for i, u := range users {
+		quoted[i] = strconv.Quote(u)
+	}
+	return strings.Join(quoted, ", ")
+}
+
 // auditArgs writes the audit policy into dir and returns the API server
 // flags that write the audit log there.
-func auditArgs(dir string, writers []string) ([]string, string, error) {
+func auditArgs(dir string, writers, requesters []string) ([]string, string, error) {
 	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy(writers)), 0o600); err != nil {
+	if err := os.WriteFile(policy, []byte(auditPolicy(writers, requesters)), 0o600); err != nil {
 		return nil, "", err
 	}
 	log := filepath.Join(dir, "audit.log")
@@ -158,6 +166,39 @@ func (cp *ControlPlane) Writes() ([]Write, error) {
 	return out, err
 }
 
+// AuditedRequest is one request of a user in Options.AuditRequestsBy.
+type AuditedRequest struct {
+	At       time.Time
+	User     string
+	Verb     string // get, list, watch, create, update, patch, delete...
+	Resource string // with "/subresource" for a subresource
+	Code     int    // the HTTP status; a watch's as it started
+}
+
+// AuditedRequests returns every request of the users in
+// Options.AuditRequestsBy that the API server has answered so far, watches
+// from when their answer started, in the order it logged them.
+func (cp *ControlPlane) AuditedRequests() ([]AuditedRequest, error) {
+	events, err := cp.auditEventsAt("ResponseComplete", "ResponseStarted")
+	var out []AuditedRequest
+	for _, e := range events {
+		if !slices.Contains(cp.opts.AuditRequestsBy, e.User.Username) {
+			continue
+		}
+		// A watch is logged when it starts and again when it ends, any
+		// other request once, when it completes.
+		if (e.Verb == "watch") != (e.Stage == "ResponseStarted") {
+			continue
+		}
+		resource := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			resource += "/" + e.ObjectRef.Subresource
+		}
+		out = append(out, AuditedRequest{At: e.RequestReceivedTimestamp, User: e.User.Username, Verb: e.Verb, Resource: resource, Code: e.ResponseStatus.Code})
+	}
+	return out, err
+}
+
 func (cp *ControlPlane) auditedWriter(user string) bool {
 	for _, w := range cp.opts.AuditWritesBy {
 		if w == user {
@@ -173,6 +214,11 @@ func (e auditEvent) requestLevel() bool { return e.Level == "Request" }
 
 // auditEvents reads the ResponseComplete events of the audit log.
 func (cp *ControlPlane) auditEvents() ([]auditEvent, error) {
+	return cp.auditEventsAt("ResponseComplete")
+}
+
+// auditEventsAt reads the events of the audit log at the given stages.
+func (cp *ControlPlane) auditEventsAt(stages ...string) ([]auditEvent, error) {
 	if cp.auditLog == "" {
 		return nil, errors.New("harness: the audit log needs Options.AuditPodDeletes or Options.AuditWritesBy")
 	}
@@ -193,7 +239,7 @@ func (cp *ControlPlane) auditEvents() ([]auditEvent, error) {
 			// The API server may be writing the last line right now.
 			continue
 		}
-		if e.Stage == "ResponseComplete" {
+		if slices.Contains(stages, e.Stage) {
 			out = append(out, e)
 		}
 	}

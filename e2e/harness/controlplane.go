@@ -71,6 +71,10 @@ type Options struct {
 	// system:serviceaccount:NAMESPACE:NAME) whose every write the audit
 	// log records, for [ControlPlane.Writes]; it implies AuditPodDeletes.
 	AuditWritesBy []string
+	// AuditRequestsBy are users whose every request, reads and watches
+	// too, the audit log records, for [ControlPlane.AuditedRequests]; it implies
+	// AuditPodDeletes.
+	AuditRequestsBy []string
 	// HeartbeatInterval is how often each node's heartbeat is renewed.
 	// Zero means the package's HeartbeatInterval. A longer one needs a
 	// longer --node-monitor-grace-period in ExtraControllerManagerArgs
@@ -217,8 +221,8 @@ func (cp *ControlPlane) start(ctx context.Context, bins Binaries) error {
 	}
 
 	var auditFlags []string
-	if cp.opts.AuditPodDeletes || len(cp.opts.AuditWritesBy) > 0 {
-		if auditFlags, cp.auditLog, err = auditArgs(cp.dir, cp.opts.AuditWritesBy); err != nil {
+	if cp.opts.AuditPodDeletes || len(cp.opts.AuditWritesBy) > 0 || len(cp.opts.AuditRequestsBy) > 0 {
+		if auditFlags, cp.auditLog, err = auditArgs(cp.dir, cp.opts.AuditWritesBy, cp.opts.AuditRequestsBy); err != nil {
 			return err
 		}
 	}
