@@ -183,11 +183,13 @@ func scalePod(ns, name, owner, node string) *corev1.Pod {
 }
 
 // TestControllerAtScale measures podhealth-controller on a real control
-// plane with many nodes and pods (the reduced size in CI, the full size
-// with PODHEALTH_CONTROLLER_SCALE=full): its CPU, resident memory and API
-// writes with everything healthy; how soon the dead pods of one failed node
-// are gone after DisruptionTarget; and that no force delete goes out while
-// 30 % of the nodes are down, with the breaker metric saying so.
+// plane with many nodes and pods (the reduced size in CI, 1,000, 2,500 or
+// 5,000 nodes with PODHEALTH_CONTROLLER_SCALE): its start-up, and its CPU,
+// resident memory and API writes with everything healthy; the namespaced
+// mode's memory and start-up over a tenth of the namespaces; how soon the
+// dead pods of one failed node are gone after DisruptionTarget; and that no
+// force delete goes out while 30 % of the nodes are down, with the breaker
+// metric saying so.
 func TestControllerAtScale(t *testing.T) {
 	t.Parallel()
 	size := scaleSizeFromEnv(t)
@@ -514,20 +516,20 @@ func TestControllerAtScale(t *testing.T) {
 	body := fmt.Sprintf("## podhealth-controller at scale\n\n"+
 		"`TestControllerAtScale`, size %s (`%s=1000`, `2500` or `5000` run the larger ones), %s: %d nodes (harness nodes, heartbeat every %v, unreachable after %v), %d pods as a Deployment leaves them in %d namespaces, all labelled, %d pods per owner; %s.\n\n"+
 		"| measured | value | goal |\n|---|---|---|\n"+
-		"| start-up: caches synced; every group (%d) judged once | %s; %s | |\n"+
+		"| start-up: caches synced; every group (%d) judged once (the CPU it used until then) | %s; %s (%s) | |\n"+
 		"| start-up: the API requests it sent until then | %s | |\n"+
 		"| steady state: CPU over %v | %.4f cores | 0.05 |\n"+
 		"| steady state: resident memory (its peak, at the first list of every pod; the live Go heap) | %d MiB (peak %d MiB; heap %d MiB) | %s |\n"+
 		"| steady state: API writes (leader election's Lease renewals left out) | %d | 0 |\n"+
-		"| the namespaced mode (`--watch-namespaces`, a Role in each of %d namespaces of %d, %d pods): resident memory (the live Go heap); start-up to every group judged once | %d MiB (heap %d MiB); %s | |\n"+
+		"| the namespaced mode (`--watch-namespaces`, a Role in each of %d namespaces of %d, %d pods): resident memory (the live Go heap); start-up to every group judged once (the CPU it used until then) | %d MiB (heap %d MiB); %s (%s) | |\n"+
 		"| one node fails: its %d dead pods gone after the taint-eviction controller's DELETE | p50 %s, p99 %s | p99 250 ms |\n"+
 		"| the controller's share of it: the DELETE seen to its force DELETE received | p50 %s, p99 %s | |\n"+
 		"| the same pods, gone after DisruptionTarget (the controller-manager's 20 requests/s come between) | p50 %s, p99 %s | |\n"+
 		"| %d of %d nodes fail: force deletes while the breaker is open | %d (podhealth_breaker_open 1, %v checks held back; %d before it opened) | 0 |\n"+
 		"| then all but %d recover: the %d dead pods of the nodes still down gone after the first is back; after podhealth_breaker_open returned to 0 | %s; %s | within 5 s of the metric |\n",
 		size.name, scaleEnv, time.Now().UTC().Format("2006-01-02"), size.nodes, size.heartbeat, size.grace, size.pods, size.namespaces, scalePodsPerOwner, "1-minute load average "+figLoadAverage()+" at the end",
-		startup.groups, scaleSeconds(startup.synced), scaleSeconds(startup.judged), startup.requests,
-		window, cores, rss>>20, peak>>20, liveHeap>>20, scaleMemoryGoal(size.pods), scaleNonLease(steadyWrites), len(watched), size.namespaces, len(watched)*size.pods/size.namespaces, nsRSS>>20, nsHeap>>20, scaleSeconds(nsStartup.judged), len(fromDeletion), figMs(median), figMs(p99), figMs(medianShare), figMs(p99Share), figMs(medianCondition), figMs(p99Condition),
+		startup.groups, scaleSeconds(startup.synced), scaleSeconds(startup.judged), scaleSeconds(startup.cpu), startup.requests,
+		window, cores, rss>>20, peak>>20, liveHeap>>20, scaleMemoryGoal(size.pods), scaleNonLease(steadyWrites), len(watched), size.namespaces, len(watched)*size.pods/size.namespaces, nsRSS>>20, nsHeap>>20, scaleSeconds(nsStartup.judged), scaleSeconds(nsStartup.cpu), len(fromDeletion), figMs(median), figMs(p99), figMs(medianShare), figMs(p99Share), figMs(medianCondition), figMs(p99Condition),
 		down, size.nodes, breakerDeletes, heldByBreaker, before,
 		len(stillDown), len(dead), figMs(recoveryGone), figMs(recoveryAfterClose))
 	t.Log("\n" + body)
@@ -592,11 +594,14 @@ func scaleNamespacedMode(ctx context.Context, t *testing.T, cp *harness.ControlP
 type scaleStartUp struct {
 	groups         int
 	synced, judged time.Duration
-	requests       string // by verb and resource; empty without the audit
+	// cpu is the CPU time the replica used until it had judged every
+	// group: far below judged, the wait was the API server's.
+	cpu      time.Duration
+	requests string // by verb and resource; empty without the audit
 }
 
 func (s scaleStartUp) String() string {
-	out := fmt.Sprintf("caches synced after %v, %d groups judged once after %v", s.synced.Round(time.Millisecond), s.groups, s.judged.Round(time.Millisecond))
+	out := fmt.Sprintf("caches synced after %v, %d groups judged once after %v, using %v of CPU", s.synced.Round(time.Millisecond), s.groups, s.judged.Round(time.Millisecond), s.cpu.Round(time.Millisecond))
 	if s.requests != "" {
 		out += "; requests: " + s.requests
 	}
@@ -629,6 +634,11 @@ func measureStartUp(ctx context.Context, t *testing.T, cp *harness.ControlPlane,
 		t.Fatalf("the controller did not judge its %d groups: %v", groups, err)
 	}
 	s.judged = time.Since(startedAt)
+	cpu, err := procCPU(replica.op.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cpu = cpu
 	if cp == nil {
 		return s
 	}
