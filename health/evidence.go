@@ -55,12 +55,12 @@ type evidence struct {
 	// ErrNodesUnavailable of nodes and live: once set, that getter is not
 	// asked again in this check.
 	nodesDown, liveDown error
-	// unreachableFor is Options.UnreachableFor (see replacement).
+	// unreachableFor is Options.UnreachableFor (see replacement). When it
+	// is set, a lookup that finds a node Ready forgets when the node was
+	// first seen unreachable, so that its next failure waits afresh, with
+	// or without a lastTransitionTime. New refuses it without
+	// Options.ReplaceUnreachable.
 	unreachableFor time.Duration
-	// forgetRecovered makes a lookup that finds a node Ready forget when
-	// the node was first seen unreachable, so that its next failure waits
-	// afresh (Options.UnreachableFor), with or without a lastTransitionTime.
-	forgetRecovered bool
 	// wake is how soon the check expects a verdict to change with time
 	// alone. It lives here, in the pooled evidence, so that the rules reach
 	// it.
@@ -113,7 +113,7 @@ func (e *evidence) node(name string) (NodeState, *corev1.Node) {
 		e.seen = make(map[string]nodeFact)
 	}
 	e.seen[name] = f
-	if e.forgetRecovered && f.state == NodeReady {
+	if e.unreachableFor > 0 && f.state == NodeReady {
 		e.sightings.forget(unreachableKey(name))
 	}
 	if len(e.shutdownTaints) > 0 {
@@ -257,7 +257,7 @@ func (k *check) getEvidence() *evidence {
 		}
 		seen, reasons, table, sighted := e.seen, e.reasons, e.table, e.ownSightings.seen
 		*e = evidence{ctx: k.ctx, nodes: k.nodes, live: k.liveNodes, clock: k.clock, now: k.now, haveNow: k.haveNow, seen: seen, reasons: reasons, table: table, ownSightings: k.firstSightings(),
-			unreachableFor: k.unreachableFor, forgetRecovered: k.replaceUnreachable && k.unreachableFor > 0, shutdownTaints: k.policy.shutdownTaints}
+			unreachableFor: k.unreachableFor, shutdownTaints: k.policy.shutdownTaints}
 		e.ownSightings.seen = sighted
 		e.sightings = &e.ownSightings
 		k.evidence = e
