@@ -28,9 +28,9 @@ const defaultLeaseDuration = 40 * time.Second
 var _ health.NodeLister = heartbeatNodes{}
 
 // heartbeatNodes is the Breaker's view of the nodes: the cached nodes, with
-// every node that says Ready but whose Lease (kube-node-lease/<node>) was
-// last renewed longer ago than the Lease's duration counted as not Ready
-// (its Ready condition Unknown, reason StaleLeaseReason).
+// every node that says Ready but whose Lease (kube-node-lease/<node>) has
+// gone stale (see leaseStale) counted as not Ready (its Ready condition
+// Unknown, reason StaleLeaseReason).
 //
 // Why: the node-lifecycle controller marks a failed node not Ready, then
 // each of its pods not Ready, one request at a time at its client's rate.
@@ -92,7 +92,17 @@ func (h heartbeatNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 }
 
 // leaseStale returns how long ago lease was renewed, and whether that is
-// longer than its duration. A Lease never renewed is stale.
+// longer than half its duration. A Lease never renewed is stale.
+//
+// Why half: a kubelet renews its Lease every quarter of its duration, so
+// half is two renewals missed. The node-lifecycle controller waits its
+// grace period (at least the Lease's duration by default) after the last
+// renewal it saw before it marks the node, so every failed node counts
+// here before the first of them is marked, and tainted, even though their
+// last renewals are spread over one renewal interval. Counting after the
+// whole duration, the count completed only as the first nodes were marked,
+// and pods with short tolerations were force-deleted before the Breaker
+// opened.
 func leaseStale(lease *coordinationv1.Lease, now time.Time) (time.Duration, bool) {
 	duration := defaultLeaseDuration
 	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
@@ -102,7 +112,7 @@ func leaseStale(lease *coordinationv1.Lease, now time.Time) (time.Duration, bool
 		return 0, true
 	}
 	age := now.Sub(lease.Spec.RenewTime.Time)
-	return age, age > duration
+	return age, age > duration/2
 }
 
 // markNotReady sets node's Ready condition (of the Breaker's own copy) to

@@ -45,9 +45,9 @@ func nodeLease(name string, renewed time.Time, seconds int32) *coordinationv1.Le
 
 // TestBreakerCountsANodeWhoseLeaseIsStaleAsNotReady: with 11 nodes, one
 // of them failed and marked Unknown, the Breaker (30 %, at least 3) lets
-// a dead pod of the failed node go; when three more nodes have stopped
-// renewing their Leases, though their conditions still say Ready, it holds
-// the pod back, and it fails closed when the Leases cannot be read.
+// a dead pod of the failed node go; when three more nodes have missed two
+// renewals of their Leases, though their conditions still say Ready, it
+// holds the pod back, and it fails closed when the Leases cannot be read.
 func TestBreakerCountsANodeWhoseLeaseIsStaleAsNotReady(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	healthy := []string{"h1", "h2", "h3", "n4", "n5", "n6", "n7", "n8", "n9", "n10"} // h1 to h3: newFakeManager's
@@ -59,11 +59,13 @@ func TestBreakerCountsANodeWhoseLeaseIsStaleAsNotReady(t *testing.T) {
 		return out
 	}
 	fresh := func(string) time.Time { return now.Add(-5 * time.Second) }
-	threeStopped := func(n string) time.Time {
-		if n == "n4" || n == "n5" || n == "n6" || n == "lost" {
-			return now.Add(-50 * time.Second)
+	threeStopped := func(ago time.Duration) func(string) time.Time {
+		return func(n string) time.Time {
+			if n == "n4" || n == "n5" || n == "n6" || n == "lost" {
+				return now.Add(-ago)
+			}
+			return now.Add(-5 * time.Second)
 		}
-		return now.Add(-5 * time.Second)
 	}
 	listFails := errors.New("leases: the cache did not sync")
 	for _, tc := range []struct {
@@ -76,13 +78,14 @@ func TestBreakerCountsANodeWhoseLeaseIsStaleAsNotReady(t *testing.T) {
 		deleted   bool
 	}{
 		{name: "every other Lease fresh", leases: leases(fresh, 40), want: "NotHeld", deleted: true},
-		{name: "three healthy-looking nodes stopped renewing", leases: leases(threeStopped, 40), want: "HeldByBreaker"},
-		{name: "not yet past their Leases' duration", leases: leases(threeStopped, 60), want: "NotHeld", deleted: true},
+		{name: "three healthy-looking nodes stopped renewing", leases: leases(threeStopped(50*time.Second), 40), want: "HeldByBreaker"},
+		{name: "two of a kubelet's renewals missed, before their Leases' duration", leases: leases(threeStopped(25*time.Second), 40), want: "HeldByBreaker"},
+		{name: "one renewal missed: not yet past half their Leases' duration", leases: leases(threeStopped(15*time.Second), 40), want: "NotHeld", deleted: true},
 		{name: "no Leases: the conditions alone count", want: "NotHeld", deleted: true},
 		{name: "Leases cannot be read: fail closed", leases: leases(fresh, 40), listErr: listFails, want: "HeldByBreaker"},
 		{name: "the Lease cache has not synced: fail closed", leases: leases(fresh, 40), unsynced: true, want: "HeldByBreaker"},
 		{name: "controller clock an hour ahead: every Lease stale", leases: leases(fresh, 40), clockSkew: time.Hour, want: "HeldByBreaker"},
-		{name: "controller clock an hour behind: the conditions alone count", leases: leases(threeStopped, 40), clockSkew: -time.Hour, want: "NotHeld", deleted: true},
+		{name: "controller clock an hour behind: the conditions alone count", leases: leases(threeStopped(50*time.Second), 40), clockSkew: -time.Hour, want: "NotHeld", deleted: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := []client.Object{namespace("shop", true), node("lost", corev1.ConditionUnknown, unreachable), evicted("shop", "web-1", "lost", "ReplicaSet", "web")}
@@ -110,6 +113,36 @@ func TestBreakerCountsANodeWhoseLeaseIsStaleAsNotReady(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []string{tc.want}, seen.reasons)
 			require.Equal(t, tc.deleted, len(*m.deletes) == 1, "deletes: %v", *m.deletes)
+		})
+	}
+}
+
+// TestALeaseIsStaleOnceTwoOfAKubeletsRenewalsAreMissed: a kubelet renews
+// every quarter of its Lease's duration; the Lease counts as stale from
+// just past half of it, so that every node that failed at one moment is
+// counted before the node-lifecycle controller, which waits the whole
+// duration after each one's last renewal, marks the first of them.
+func TestALeaseIsStaleOnceTwoOfAKubeletsRenewalsAreMissed(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		lease   *coordinationv1.Lease
+		wantAge time.Duration
+		stale   bool
+	}{
+		{name: "renewed a quarter ago", lease: nodeLease("n", now.Add(-10*time.Second), 40), wantAge: 10 * time.Second},
+		{name: "renewed exactly half ago", lease: nodeLease("n", now.Add(-20*time.Second), 40), wantAge: 20 * time.Second},
+		{name: "renewed just past half ago", lease: nodeLease("n", now.Add(-20*time.Second-time.Millisecond), 40), wantAge: 20*time.Second + time.Millisecond, stale: true},
+		{name: "a long Lease renewed 25 s ago", lease: nodeLease("n", now.Add(-25*time.Second), 60), wantAge: 25 * time.Second},
+		{name: "no duration: the kubelet's 40 s", lease: &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Add(-21 * time.Second)}}}, wantAge: 21 * time.Second, stale: true},
+		{name: "a zero duration: the kubelet's 40 s", lease: nodeLease("n", now.Add(-19*time.Second), 0), wantAge: 19 * time.Second},
+		{name: "never renewed", lease: &coordinationv1.Lease{}, stale: true},
+		{name: "renewed in the future (a clock behind)", lease: nodeLease("n", now.Add(time.Hour), 40), wantAge: -time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			age, stale := leaseStale(tc.lease, now)
+			require.Equal(t, tc.wantAge, age)
+			require.Equal(t, tc.stale, stale)
 		})
 	}
 }
