@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,6 +85,39 @@ func scaleMemoryBound(pods int) int64 {
 // heapProfileEnv names a file for TestControllerAtScale to write the
 // controller's heap profile to at steady state (go tool pprof reads it).
 const heapProfileEnv = "PODHEALTH_CONTROLLER_HEAP_PROFILE"
+
+// cpuProfileEnv names a directory for TestControllerAtScale to write the
+// controller's CPU profiles to, each over the 20 s from the start of a
+// phase: one-node.pprof (one node fails) and recovery.pprof (the partial
+// recovery).
+const cpuProfileEnv = "PODHEALTH_CONTROLLER_CPU_PROFILES"
+
+// scaleCPUProfile starts the controller's CPU profile of the phase, when
+// cpuProfileEnv asks for it; the returned func waits for it and writes it.
+func scaleCPUProfile(ctx context.Context, t *testing.T, replica controllerReplica, phase string) (wait func()) {
+	dir := os.Getenv(cpuProfileEnv)
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan string, 1)
+	go func() {
+		profile, ok := httpGet(ctx, replica.pprofURL+"profile?seconds=20")
+		if !ok {
+			profile = ""
+		}
+		done <- profile
+	}()
+	return func() {
+		profile := <-done
+		if profile == "" {
+			t.Errorf("reading the controller's CPU profile of %s from %s failed", phase, replica.pprofURL)
+			return
+		}
+		if err := os.WriteFile(filepath.Join(dir, phase+".pprof"), []byte(profile), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
 
 // scalePodsPerOwner is how many pods share a (ReplicaSet) owner.
 const scalePodsPerOwner = 3
@@ -312,6 +346,7 @@ func TestControllerAtScale(t *testing.T) {
 
 	// One node fails.
 	failed := nodes[0]
+	oneNodeProfile := scaleCPUProfile(ctx, t, replica, "one-node")
 	failed.Fail()
 	var onFailed []types.UID
 	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + failed.Name()})
@@ -379,6 +414,7 @@ func TestControllerAtScale(t *testing.T) {
 	if p99 > scaleGoneBound {
 		t.Errorf("one failed node: deletion -> gone p99 %v, past the bound %v (goal 250 ms, quiet 9 ms at the reduced size)", p99, scaleGoneBound)
 	}
+	oneNodeProfile()
 	failed.Recover()
 	if err := pollUntil(ctx, func() bool { return scaleReadyNodes(ctx, c) == size.nodes }); err != nil {
 		t.Fatal(err)
@@ -449,6 +485,9 @@ func TestControllerAtScale(t *testing.T) {
 	}
 	// The Breaker may close as soon as the first of them is back: the
 	// recovery is timed from then.
+	recoveryProfile := scaleCPUProfile(ctx, t, replica, "recovery")
+	reconcilesText, _ := httpGet(ctx, replica.metricsURL)
+	reconcilesBefore := metricValue(t, reconcilesText, "controller_runtime_reconcile_total", map[string]string{"controller": "podhealth"})
 	recoveredAt := time.Now()
 	for _, n := range nodes[1 : 1+down] {
 		if !stillDown[n.Name()] {
@@ -487,6 +526,28 @@ func TestControllerAtScale(t *testing.T) {
 	// closedAt is when a scrape first saw 0, which may come after the last
 	// pod was gone: then the pods were gone "0 ms" after it.
 	recoveryGone, recoveryAfterClose := goneAt.Sub(recoveredAt), max(goneAt.Sub(closedAt), 0)
+	recoveryProfile()
+	// Where the time went: the controller's force DELETEs of those pods as
+	// the API server received them (audit log), against the test's watch,
+	// and the groups it judged since the recovery began.
+	if recoveryWrites, err := cp.Writes(); err == nil {
+		var lastDelete time.Time
+		deleted := 0
+		for _, w := range recoveryWrites {
+			for _, p := range dead {
+				if w.Resource == "pods" && w.Verb == "delete" && w.Name == p.Name && w.At.After(recoveredAt) {
+					deleted++
+					if w.At.After(lastDelete) {
+						lastDelete = w.At
+					}
+				}
+			}
+		}
+		text, _ := httpGet(ctx, replica.metricsURL)
+		t.Logf("recovery: %d force DELETEs of those pods received, the last %v after the recovery began (the watch saw the last gone %v after); %v groups judged since it began, %v still queued",
+			deleted, lastDelete.Sub(recoveredAt).Round(time.Millisecond), recoveryGone.Round(time.Millisecond),
+			metricValue(t, text, "controller_runtime_reconcile_total", map[string]string{"controller": "podhealth"})-reconcilesBefore, metricValue(t, text, "workqueue_depth", map[string]string{"name": "podhealth"}))
+	}
 	t.Logf("%d of %d failed nodes recovering: the Breaker metric 0 after %v; the %d dead pods of the %d nodes still down gone %v after the recovery began, %v after the metric said 0",
 		down-len(stillDown), down, closedAt.Sub(recoveredAt).Round(time.Millisecond), len(dead), len(stillDown), recoveryGone.Round(time.Millisecond), recoveryAfterClose.Round(time.Millisecond))
 	// The goal, 5 s, is a figure (quiet: 1.3 s for 109 pods); on a machine
