@@ -55,31 +55,49 @@ type heartbeatNodes struct {
 	// cache read before then would wait for it (for ever, without RBAC on
 	// the Leases), so ListNodes fails at once instead.
 	synced func() bool
+	// memo, when not nil, keeps the view while no change is seen; it is
+	// set once the informers' handlers that report changes to it are
+	// registered (SetupWithManager).
+	memo *viewMemo
 }
 
 // ListNodes returns the nodes of nodes, with the ones whose Lease is stale
-// marked not Ready.
+// marked not Ready: the memoized view while it holds (see viewMemo).
 func (h heartbeatNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
+	if h.memo != nil {
+		return h.memo.get(ctx, h.list)
+	}
+	nodes, _, err := h.list(ctx, h.clock.Now())
+	return nodes, err
+}
+
+// list returns the view at now, and the last instant it holds with no
+// change of a node or a Lease: when the first Lease still fresh goes stale
+// (the zero time when none is fresh).
+func (h heartbeatNodes) list(ctx context.Context, now time.Time) ([]*corev1.Node, time.Time, error) {
 	nodes, err := h.nodes.ListNodes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if h.synced != nil && !h.synced() {
-		return nil, fmt.Errorf("the node Leases of %s: %w: their cache has not synced (is RBAC for them missing?)", corev1.NamespaceNodeLease, health.ErrNodesUnavailable)
+		return nil, time.Time{}, fmt.Errorf("the node Leases of %s: %w: their cache has not synced (is RBAC for them missing?)", corev1.NamespaceNodeLease, health.ErrNodesUnavailable)
 	}
 	var leases coordinationv1.LeaseList
 	if err := h.leases.List(ctx, &leases, client.InNamespace(corev1.NamespaceNodeLease), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the node Leases of %s: %w: %w", corev1.NamespaceNodeLease, health.ErrNodesUnavailable, err)
+		return nil, time.Time{}, fmt.Errorf("listing the node Leases of %s: %w: %w", corev1.NamespaceNodeLease, health.ErrNodesUnavailable, err)
 	}
-	now := h.clock.Now()
+	var through time.Time
 	stale := make(map[string]time.Duration)
 	for i := range leases.Items {
-		if age, ok := leaseStale(&leases.Items[i], now); ok {
-			stale[leases.Items[i].Name] = age
+		lease := &leases.Items[i]
+		age, ok := leaseStale(lease, now)
+		if ok {
+			stale[lease.Name] = age
+			continue
 		}
-	}
-	if len(stale) == 0 {
-		return nodes, nil
+		if at := lease.Spec.RenewTime.Add(leaseDuration(lease) / 2); through.IsZero() || at.Before(through) {
+			through = at
+		}
 	}
 	for _, node := range nodes {
 		age, ok := stale[node.Name]
@@ -88,7 +106,7 @@ func (h heartbeatNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 		}
 		markNotReady(node, age, now)
 	}
-	return nodes, nil
+	return nodes, through, nil
 }
 
 // leaseStale returns how long ago lease was renewed, and whether that is
@@ -104,15 +122,19 @@ func (h heartbeatNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 // and pods with short tolerations were force-deleted before the Breaker
 // opened.
 func leaseStale(lease *coordinationv1.Lease, now time.Time) (time.Duration, bool) {
-	duration := defaultLeaseDuration
-	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
-		duration = time.Duration(*d) * time.Second
-	}
 	if lease.Spec.RenewTime == nil {
 		return 0, true
 	}
 	age := now.Sub(lease.Spec.RenewTime.Time)
-	return age, age > duration/2
+	return age, age > leaseDuration(lease)/2
+}
+
+// leaseDuration is the duration lease names, or the kubelet's.
+func leaseDuration(lease *coordinationv1.Lease) time.Duration {
+	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
+		return time.Duration(*d) * time.Second
+	}
+	return defaultLeaseDuration
 }
 
 // markNotReady sets node's Ready condition (of the Breaker's own copy) to

@@ -70,6 +70,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		return fmt.Errorf("caching the node Leases: %w", err)
 	}
 	r.breaker.synced = leases.HasSynced
+	// The Breaker's view of the nodes is kept while the informers report
+	// no change that it shows (viewMemo).
+	nodes, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("caching the nodes: %w", err)
+	}
+	memo := &viewMemo{clock: r.breaker.clock}
+	if _, err := nodes.AddEventHandler(memo.nodeHandler()); err != nil {
+		return fmt.Errorf("watching the nodes for the Breaker: %w", err)
+	}
+	if _, err := leases.AddEventHandler(memo.leaseHandler()); err != nil {
+		return fmt.Errorf("watching the node Leases for the Breaker: %w", err)
+	}
+	r.breaker.memo = memo
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("podhealth").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
