@@ -131,9 +131,14 @@ type Reconciler struct {
 	held       *podsource.HeldEvents // the holds recorded as events, by every group's checker
 	recheck    time.Duration
 	// breakerHeld are the groups whose last check the Breaker held back:
-	// the events that can close the Breaker enqueue them again.
+	// the events that can close the Breaker enqueue them again. Each is
+	// true once an event has enqueued it since that check ended: the
+	// next event need not, as the check still to come reads the cache
+	// that both events left (see breakerHeldGroups). inCheck are the
+	// groups being judged now, which every such event enqueues again.
 	heldMu      sync.Mutex
-	breakerHeld map[types.NamespacedName]struct{}
+	breakerHeld map[types.NamespacedName]bool
+	inCheck     map[types.NamespacedName]int
 	// fencingHeld are, per group, the pods its last check held back for
 	// fencing, with when a check first did: podhealth_fencing_held_pods
 	// and the age of the oldest, which alert rules read.
@@ -202,7 +207,7 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, watched: watched, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory, held: held,
 		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}, recheck: recheck,
-		breakerHeld: make(map[types.NamespacedName]struct{}), fencingHeld: make(map[types.NamespacedName]map[types.UID]time.Time), clock: now,
+		breakerHeld: make(map[types.NamespacedName]bool), inCheck: make(map[types.NamespacedName]int), fencingHeld: make(map[types.NamespacedName]map[types.UID]time.Time), clock: now,
 		live: mgr.GetAPIReader()}
 	if opts.ApplyOutOfService {
 		r.oos = newOutOfService()
@@ -233,6 +238,7 @@ func GroupOf(pod *corev1.Pod) types.NamespacedName {
 // the policy lets go. A namespace that is not opted in is never written
 // to.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.checking(req.NamespacedName)()
 	enabled, err := r.enabled(ctx, req.Namespace)
 	if err != nil || !enabled {
 		r.forgetHolds(req.NamespacedName)
@@ -297,7 +303,7 @@ func (r *Reconciler) heldByBreaker(group types.NamespacedName, held bool) {
 	r.heldMu.Lock()
 	defer r.heldMu.Unlock()
 	if held {
-		r.breakerHeld[group] = struct{}{}
+		r.breakerHeld[group] = false
 	} else {
 		delete(r.breakerHeld, group)
 	}
@@ -371,16 +377,46 @@ func (v breakerView) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 	return v.r.breaker.ListNodes(ctx)
 }
 
-// breakerHeldGroups returns the groups whose last check the Breaker held
-// back, in no order.
+// breakerHeldGroups returns, for an event that can close the Breaker, the
+// groups to judge again, in no order: those whose last check the Breaker
+// held back, unless an event has enqueued them since that check ended
+// (they wait in the queue, and their check will read what this event
+// changed: an informer's handler runs after its cache has the change),
+// and those being judged now, whose check may have read the cache
+// before the change (the queue runs them again once they are done).
+//
+// Why: when the nodes of a mass failure come back, each of hundreds of
+// node events would enqueue every held group again, tens of thousands,
+// each time: the queue's work grew with the nodes times the groups.
 func (r *Reconciler) breakerHeldGroups() []reconcile.Request {
 	r.heldMu.Lock()
 	defer r.heldMu.Unlock()
-	out := make([]reconcile.Request, 0, len(r.breakerHeld))
-	for group := range r.breakerHeld {
+	var out []reconcile.Request
+	for group, enqueued := range r.breakerHeld {
+		if _, now := r.inCheck[group]; !enqueued && !now {
+			out = append(out, reconcile.Request{NamespacedName: group})
+			r.breakerHeld[group] = true
+		}
+	}
+	for group := range r.inCheck {
 		out = append(out, reconcile.Request{NamespacedName: group})
 	}
 	return out
+}
+
+// checking records that group is being judged, until the returned func
+// is called.
+func (r *Reconciler) checking(group types.NamespacedName) (done func()) {
+	r.heldMu.Lock()
+	r.inCheck[group]++
+	r.heldMu.Unlock()
+	return func() {
+		r.heldMu.Lock()
+		defer r.heldMu.Unlock()
+		if r.inCheck[group]--; r.inCheck[group] == 0 {
+			delete(r.inCheck, group)
+		}
+	}
 }
 
 // watchedNamespaces checks Options.WatchNamespaces and returns them as a

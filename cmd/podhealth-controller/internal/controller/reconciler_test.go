@@ -589,6 +589,59 @@ func TestABreakerHoldIsJudgedAgainWhenTheBreakerMayLetGo(t *testing.T) {
 	require.Empty(t, r.breakerHeldGroups(), "no longer held")
 }
 
+// TestAMassRecoveryEnqueuesEachHeldGroupOnceUntilItIsJudged: when the
+// nodes of a mass failure come back, the first node event enqueues every
+// group the Breaker held, and the next ones none of those still waiting
+// in the queue; a group being judged is enqueued again by every event, as
+// its check may have read the cache before the change, and a group judged
+// and held again since is enqueued by the next event. A thousand events
+// over ten thousand held groups enqueue each once, not ten million times.
+func TestAMassRecoveryEnqueuesEachHeldGroupOnceUntilItIsJudged(t *testing.T) {
+	r, err := New(newFakeManager(t), Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	const groups = 10_000
+	group := func(i int) types.NamespacedName {
+		return types.NamespacedName{Namespace: "shop", Name: fmt.Sprintf("ReplicaSet.apps/web-%05d", i)}
+	}
+	for i := range groups {
+		r.heldByBreaker(group(i), true)
+	}
+	recovered := node("h1", corev1.ConditionTrue)
+	enqueued := map[types.NamespacedName]int{}
+	for range 1000 {
+		for _, req := range r.groupsOnNodeAndBreakerHeld(ctx, recovered) {
+			enqueued[req.NamespacedName]++
+		}
+	}
+	require.Len(t, enqueued, groups)
+	for g, n := range enqueued {
+		require.Equal(t, 1, n, "group %s enqueued %d times", g, n)
+	}
+
+	// Group 7 is being judged: every event enqueues it again. Its check
+	// ends held: the next event enqueues it once more, and not the others.
+	done := r.checking(group(7))
+	for range 3 {
+		require.Equal(t, []ctrl.Request{{NamespacedName: group(7)}}, r.groupsOnNodeAndBreakerHeld(ctx, recovered))
+	}
+	r.heldByBreaker(group(7), true)
+	done()
+	require.Equal(t, []ctrl.Request{{NamespacedName: group(7)}}, r.groupsOnNodeAndBreakerHeld(ctx, recovered))
+	require.Empty(t, r.groupsOnNodeAndBreakerHeld(ctx, recovered))
+
+	// A group judged for the first time, not yet held, is enqueued too.
+	done = r.checking(group(groups))
+	require.Equal(t, []ctrl.Request{{NamespacedName: group(groups)}}, r.groupsOnNodeAndBreakerHeld(ctx, recovered))
+	done()
+	require.Empty(t, r.groupsOnNodeAndBreakerHeld(ctx, recovered))
+
+	// A group no longer held is not enqueued.
+	r.heldByBreaker(group(3), false)
+	r.heldByBreaker(group(4), true)
+	require.Equal(t, []ctrl.Request{{NamespacedName: group(4)}}, r.breakerHeldOnLease(ctx, nil))
+}
+
 // TestAStaleLeaseRenewedEnqueuesTheBreakerHeldGroups: the Breaker counts a
 // node whose Lease is stale as not Ready, and a renewal of that Lease is
 // the only event when its Ready condition never changed; renewals of fresh
