@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -346,7 +350,15 @@ func TestControllerAtScale(t *testing.T) {
 
 	// One node fails.
 	failed := nodes[0]
-	oneNodeProfile := scaleCPUProfile(ctx, t, replica, "one-node")
+	oneNodeBefore, _ := httpGet(ctx, replica.metricsURL)
+	// The taint-eviction controller's DELETEs come a grace period after
+	// the failure: profile from just before.
+	var oneNodeProfile func()
+	profileStarted := make(chan struct{})
+	time.AfterFunc(size.grace-5*time.Second, func() {
+		oneNodeProfile = scaleCPUProfile(ctx, t, replica, "one-node")
+		close(profileStarted)
+	})
 	failed.Fail()
 	var onFailed []types.UID
 	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + failed.Name()})
@@ -414,6 +426,9 @@ func TestControllerAtScale(t *testing.T) {
 	if p99 > scaleGoneBound {
 		t.Errorf("one failed node: deletion -> gone p99 %v, past the bound %v (goal 250 ms, quiet 9 ms at the reduced size)", p99, scaleGoneBound)
 	}
+	oneNodeAfter, _ := httpGet(ctx, replica.metricsURL)
+	scaleWhereTheTimeWent(t, "one node failed", oneNodeBefore, oneNodeAfter)
+	<-profileStarted
 	oneNodeProfile()
 	failed.Recover()
 	if err := pollUntil(ctx, func() bool { return scaleReadyNodes(ctx, c) == size.nodes }); err != nil {
@@ -488,6 +503,7 @@ func TestControllerAtScale(t *testing.T) {
 	recoveryProfile := scaleCPUProfile(ctx, t, replica, "recovery")
 	reconcilesText, _ := httpGet(ctx, replica.metricsURL)
 	reconcilesBefore := metricValue(t, reconcilesText, "controller_runtime_reconcile_total", map[string]string{"controller": "podhealth"})
+
 	recoveredAt := time.Now()
 	for _, n := range nodes[1 : 1+down] {
 		if !stillDown[n.Name()] {
@@ -527,6 +543,8 @@ func TestControllerAtScale(t *testing.T) {
 	// pod was gone: then the pods were gone "0 ms" after it.
 	recoveryGone, recoveryAfterClose := goneAt.Sub(recoveredAt), max(goneAt.Sub(closedAt), 0)
 	recoveryProfile()
+	recoveryText, _ := httpGet(ctx, replica.metricsURL)
+	scaleWhereTheTimeWent(t, "the recovery", reconcilesText, recoveryText)
 	// Where the time went: the controller's force DELETEs of those pods as
 	// the API server received them (audit log), against the test's watch,
 	// and the groups it judged since the recovery began.
@@ -929,4 +947,87 @@ func procStatus(pid int, field string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
+}
+
+// scaleHistogram is what a histogram of the controller's metrics counted
+// between two scrapes: the samples, their sum, and the cumulative count
+// at each bucket's upper bound.
+type scaleHistogram struct {
+	count, sum float64
+	buckets    map[float64]float64
+}
+
+// scaleHistogramBetween reads the histogram family of the samples that
+// match labels in the scrapes before and after.
+func scaleHistogramBetween(t *testing.T, before, after, family string, labels map[string]string) scaleHistogram {
+	t.Helper()
+	read := func(text string) scaleHistogram {
+		h := scaleHistogram{buckets: map[float64]float64{}}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+		if err != nil {
+			t.Fatalf("parsing metrics: %v", err)
+		}
+		f, ok := families[family]
+		if !ok {
+			return h
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue metrics
+				}
+			}
+			hist := m.GetHistogram()
+			h.count += float64(hist.GetSampleCount())
+			h.sum += hist.GetSampleSum()
+			for _, b := range hist.GetBucket() {
+				h.buckets[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			}
+		}
+		return h
+	}
+	b, a := read(before), read(after)
+	out := scaleHistogram{count: a.count - b.count, sum: a.sum - b.sum, buckets: map[float64]float64{}}
+	for upper, n := range a.buckets {
+		out.buckets[upper] = n - b.buckets[upper]
+	}
+	return out
+}
+
+// String gives the samples, their mean, and the bucket bound that holds
+// 99 % of them.
+func (h scaleHistogram) String() string {
+	if h.count == 0 {
+		return "none"
+	}
+	bounds := make([]float64, 0, len(h.buckets))
+	for upper := range h.buckets {
+		bounds = append(bounds, upper)
+	}
+	slices.Sort(bounds)
+	p99 := math.Inf(1)
+	for _, upper := range bounds {
+		if h.buckets[upper] >= 0.99*h.count {
+			p99 = upper
+			break
+		}
+	}
+	return fmt.Sprintf("%.0f, mean %v, p99 at most %gs", h.count, time.Duration(h.sum/h.count*float64(time.Second)).Round(time.Microsecond), p99)
+}
+
+// scaleWhereTheTimeWent logs, between two scrapes of the controller's
+// metrics, how long its groups waited in its queue and how long judging
+// them took.
+func scaleWhereTheTimeWent(t *testing.T, phase, before, after string) {
+	t.Helper()
+	queue := map[string]string{"name": "podhealth"}
+	t.Logf("%s: groups waiting in the queue: %v; judging them: %v", phase,
+		scaleHistogramBetween(t, before, after, "workqueue_queue_duration_seconds", queue),
+		scaleHistogramBetween(t, before, after, "workqueue_work_duration_seconds", queue))
 }
