@@ -388,7 +388,15 @@ func (v breakerView) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 // Why: when the nodes of a mass failure come back, each of hundreds of
 // node events would enqueue every held group again, tens of thousands,
 // each time: the queue's work grew with the nodes times the groups.
+//
+// It first ends the Breaker's shared view (viewMemo): the view's own
+// informer handlers may hear of the change only after these checks run,
+// and a check that read the view from before it would be held again with
+// no event left to bring it back.
 func (r *Reconciler) breakerHeldGroups() []reconcile.Request {
+	if r.breaker.memo != nil {
+		r.breaker.memo.changed()
+	}
 	r.heldMu.Lock()
 	defer r.heldMu.Unlock()
 	var out []reconcile.Request

@@ -642,6 +642,50 @@ func TestAMassRecoveryEnqueuesEachHeldGroupOnceUntilItIsJudged(t *testing.T) {
 	require.Equal(t, []ctrl.Request{{NamespacedName: group(4)}}, r.breakerHeldOnLease(ctx, nil))
 }
 
+// TestAnEventThatEnqueuesTheHeldGroupsEndsTheBreakersSharedViewFirst: the
+// shared view's own informer handlers may hear of a node's change after
+// the controller's handler has enqueued the held groups, whose checks
+// would then read the view from before it, be held again, and wait for
+// the re-check interval. The controller's handler ends the view before it
+// enqueues them.
+func TestAnEventThatEnqueuesTheHeldGroupsEndsTheBreakersSharedViewFirst(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(now)
+	m := newFakeManager(t)
+	r, err := New(m, Options{Clock: clk})
+	require.NoError(t, err)
+	r.breaker.memo = &viewMemo{clock: clk}
+	ctx := context.Background()
+	view := func() map[string]health.NodeState {
+		nodes, err := r.breaker.ListNodes(ctx)
+		require.NoError(t, err)
+		out := map[string]health.NodeState{}
+		for _, n := range nodes {
+			out[n.Name] = health.NodeStateOf(n)
+		}
+		return out
+	}
+	require.Equal(t, health.NodeReady, view()["h1"])
+	var stored corev1.Node
+	for name, event := range map[string]func(){
+		"a node's change":       func() { r.groupsOnNodeAndBreakerHeld(ctx, &stored) },
+		"a stale Lease renewed": func() { r.breakerHeldOnLease(ctx, nil) },
+	} {
+		// h1 changes state in the cache; the view's own handler has not
+		// run.
+		require.NoError(t, m.client.Get(ctx, client.ObjectKey{Name: "h1"}, &stored))
+		flipped := corev1.ConditionTrue
+		if health.NodeStateOf(&stored) == health.NodeReady {
+			flipped = corev1.ConditionUnknown
+		}
+		stored.Status = node("h1", flipped).Status
+		require.NoError(t, m.client.Status().Update(ctx, &stored))
+		require.NotEqual(t, health.NodeStateOf(&stored), view()["h1"], "%s: the shared view, until a change is reported", name)
+		event()
+		require.Equal(t, health.NodeStateOf(&stored), view()["h1"], "%s: the checks it enqueues read the change", name)
+	}
+}
+
 // TestAStaleLeaseRenewedEnqueuesTheBreakerHeldGroups: the Breaker counts a
 // node whose Lease is stale as not Ready, and a renewal of that Lease is
 // the only event when its Ready condition never changed; renewals of fresh
