@@ -32,6 +32,12 @@ const viewMaxAge = time.Second
 // thousands of checks run in a burst: listing for each made the burst cost
 // the groups times the nodes.
 //
+// The view can lag the cache by the delivery of one informer
+// notification, as one informer's cache lags another's; the events that
+// enqueue the groups the Breaker held end the view themselves before they
+// enqueue them (breakerHeldGroups), so that those checks read the change
+// that brought them.
+//
 // A view is shared by the checks it serves: the Breaker does not change
 // the nodes it lists (health.NodeLister). It is safe for concurrent use;
 // listings are made one at a time, so that a burst lists once.
