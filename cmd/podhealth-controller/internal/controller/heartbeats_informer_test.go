@@ -173,33 +173,26 @@ func TestTheMemoizedViewFollowsTheInformers(t *testing.T) {
 
 	// Two of six nodes go not Ready: the Breaker (30 %) opens once the
 	// cache has them, on the memoized view as on a fresh one.
-	for _, name := range []string{"worker-00001", "worker-00002"} {
-		n, err := clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		require.NoError(t, err)
-		for i := range n.Status.Conditions {
-			if n.Status.Conditions[i].Type == corev1.NodeReady {
-				n.Status.Conditions[i].Status = corev1.ConditionUnknown
+	setReady := func(status corev1.ConditionStatus, names ...string) {
+		for _, name := range names {
+			n, err := clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err)
+			for i := range n.Status.Conditions {
+				if n.Status.Conditions[i].Type == corev1.NodeReady {
+					n.Status.Conditions[i].Status = status
+				}
 			}
+			_, err = clientset.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			require.NoError(t, err)
 		}
-		_, err = clientset.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		require.NoError(t, err)
 	}
+	setReady(corev1.ConditionUnknown, "worker-00001", "worker-00002")
 	require.Eventually(t, func() bool { return breaker(fresh) != "" }, 10*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool { return breaker(memoized) == breaker(fresh) }, time.Second, time.Millisecond, "the memoized view follows the cache")
 
 	// Both come back, and a third node's Lease, renewed 21 s ago, is
 	// stale: the Breaker counts it, in its zone.
-	for _, name := range []string{"worker-00001", "worker-00002"} {
-		n, err := clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		require.NoError(t, err)
-		for i := range n.Status.Conditions {
-			if n.Status.Conditions[i].Type == corev1.NodeReady {
-				n.Status.Conditions[i].Status = corev1.ConditionTrue
-			}
-		}
-		_, err = clientset.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		require.NoError(t, err)
-	}
+	setReady(corev1.ConditionTrue, "worker-00001", "worker-00002")
 	leases := clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	lease, err := leases.Get(ctx, "worker-00003", metav1.GetOptions{})
 	require.NoError(t, err)
