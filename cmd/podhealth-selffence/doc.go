@@ -11,8 +11,10 @@
 //
 //   - --listen (127.0.0.1:8089 by default): GET /may-write answers 200
 //     "true" while it may write, 503 "false" otherwise;
-//   - --file: a file that exists exactly while it may write (in an
-//     emptyDir both containers mount). A file outlives a sidecar killed
+//   - --file: a file that exists while it may write (in an emptyDir
+//     both containers mount): created once the Lease is held, removed as
+//     soon as writing must stop, a moment after the endpoint turns
+//     false (a goroutine's wake-up). A file outlives a sidecar killed
 //     without warning; the next sidecar removes it when it starts, but a
 //     workload container that starts before it could read it. Prefer
 //     --listen: a sidecar that is gone answers nothing.

@@ -75,7 +75,7 @@ func parse(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.opts.Deadline, "deadline", selffence.DefaultDeadline, "how long after the Lease's expiry the pod's processes are stopped: what the pod states in podhealth.io/fence-deadline")
 	fs.DurationVar(&c.opts.StopTakes, "stop-takes", selffence.DefaultStopTakes, "how long killing the pod's processes takes")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8089", `where GET /may-write answers (empty: nowhere); keep it on 127.0.0.1, which only the pod's containers reach`)
-	fs.StringVar(&c.file, "file", "", "a file that exists exactly while the workload may write (empty: none)")
+	fs.StringVar(&c.file, "file", "", "a file that exists while the workload may write, created once the Lease is held and removed as soon as writing must stop (empty: none)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "a kubeconfig, out of a cluster (default: the pod's service account)")
 	fs.BoolVar(&c.printAnnotations, "print-annotations", false, "print the annotations the pod template must carry for these settings, and exit")
 	fs.BoolVar(&c.version, "version", false, "print the version, commit and Go version of this build, and exit")
