@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -38,6 +39,11 @@ type PodHistory struct {
 	// Deleted is when the watch delivered the pod's deletion from the API
 	// server.
 	Deleted time.Time
+	// DeletedAtRelist is true when the deletion fell in a watch that
+	// expired: Deleted is then the time of the list that found the pod
+	// gone, later than its deletion, and Final holds only its name, UID,
+	// labels and node.
+	DeletedAtRelist bool
 	// Final is the pod as its deletion event carried it: its last state,
 	// which tells who deleted it when they left a condition. It is nil
 	// until the pod is deleted, and must not be changed.
@@ -153,6 +159,7 @@ func (w *PodWatch) run(ctx context.Context, resourceVersion string) {
 		w.changed = make(chan struct{})
 		w.mu.Unlock()
 	}
+watching:
 	for ctx.Err() == nil {
 		wi, err := w.client.CoreV1().Pods(w.namespace).Watch(ctx, metav1.ListOptions{
 			ResourceVersion:     resourceVersion,
@@ -169,6 +176,18 @@ func (w *PodWatch) run(ctx context.Context, resourceVersion string) {
 			switch ev.Type {
 			case watch.Error:
 				wi.Stop()
+				if status, ok := ev.Object.(*metav1.Status); ok && status.Code == http.StatusGone {
+					// The version to resume from has expired (the API
+					// server keeps a window of them): list again, as an
+					// informer does, and watch from there.
+					if resourceVersion, err = w.relist(ctx); err != nil {
+						if ctx.Err() == nil {
+							fail(fmt.Errorf("relisting after an expired watch: %w", err))
+						}
+						return
+					}
+					continue watching
+				}
 				fail(fmt.Errorf("watch error: %v", ev.Object))
 				return
 			case watch.Bookmark:
@@ -186,6 +205,37 @@ func (w *PodWatch) run(ctx context.Context, resourceVersion string) {
 		}
 		wi.Stop()
 	}
+}
+
+// relist lists the pods again after a watch's version expired: each pod
+// listed is observed as it is now, and each pod seen before that is no
+// longer listed was deleted meanwhile, at a time the watch cannot know: its
+// Deleted is the relist's, later than the deletion, and DeletedAtRelist
+// says so. It returns the list's version, to watch from.
+func (w *PodWatch) relist(ctx context.Context) (string, error) {
+	list, err := w.client.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	listed := make(map[types.UID]bool, len(list.Items))
+	for i := range list.Items {
+		listed[list.Items[i].UID] = true
+		w.observe(watch.Modified, &list.Items[i], now, false)
+	}
+	w.mu.Lock()
+	var gone []*corev1.Pod
+	for _, uid := range w.order {
+		if h := w.pods[uid]; h.Deleted.IsZero() && !listed[uid] {
+			h.DeletedAtRelist = true
+			gone = append(gone, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: w.namespace, UID: uid, Labels: h.Labels}, Spec: corev1.PodSpec{NodeName: h.NodeName}})
+		}
+	}
+	w.mu.Unlock()
+	for _, pod := range gone {
+		w.observe(watch.Deleted, pod, now, false)
+	}
+	return list.ResourceVersion, nil
 }
 
 func metaOf(obj any) (metav1.Object, error) {
