@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -469,33 +470,37 @@ func dynamicGet(ctx context.Context, cp *harness.ControlPlane, resource schema.G
 	return dyn.Resource(resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-// metricValue sums the samples of family whose labels include want.
-func metricValue(t *testing.T, text, family string, want map[string]string) float64 {
+// metricsMatching returns the samples of family, in the scrape text,
+// whose labels include want.
+func metricsMatching(t *testing.T, text, family string, want map[string]string) []*dto.Metric {
 	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader([]byte(text)))
 	if err != nil {
 		t.Fatalf("parsing metrics: %v", err)
 	}
-	total := 0.0
-	f, ok := families[family]
-	if !ok {
-		return 0
-	}
-	for _, m := range f.GetMetric() {
+	var out []*dto.Metric
+metrics:
+	for _, m := range families[family].GetMetric() {
 		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		match := true
 		for k, v := range want {
 			if labels[k] != v {
-				match = false
+				continue metrics
 			}
 		}
-		if !match {
-			continue
-		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// metricValue sums the samples of family whose labels include want.
+func metricValue(t *testing.T, text, family string, want map[string]string) float64 {
+	t.Helper()
+	total := 0.0
+	for _, m := range metricsMatching(t, text, family, want) {
 		switch {
 		case m.Counter != nil:
 			total += m.GetCounter().GetValue()

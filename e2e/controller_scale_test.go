@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -963,26 +961,7 @@ func scaleHistogramBetween(t *testing.T, before, after, family string, labels ma
 	t.Helper()
 	read := func(text string) scaleHistogram {
 		h := scaleHistogram{buckets: map[float64]float64{}}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(strings.NewReader(text))
-		if err != nil {
-			t.Fatalf("parsing metrics: %v", err)
-		}
-		f, ok := families[family]
-		if !ok {
-			return h
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue metrics
-				}
-			}
+		for _, m := range metricsMatching(t, text, family, labels) {
 			hist := m.GetHistogram()
 			h.count += float64(hist.GetSampleCount())
 			h.sum += hist.GetSampleSum()
