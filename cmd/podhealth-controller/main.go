@@ -246,7 +246,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (Config, error) {
 	fs.Float64Var(&c.BreakerShare, "breaker-unhealthy-share", 0.3, "share of not-Ready nodes (in the cluster or in a zone) at which all force deletes stop")
 	fs.IntVar(&c.BreakerMin, "breaker-min-unhealthy", 3, "fewest not-Ready nodes that stop all force deletes, so that one failed node of a small cluster does not")
 	c.BreakerRecheck = controller.DefaultBreakerRecheck
-	fs.Var(durationFlag{&c.BreakerRecheck}, "breaker-recheck-interval", "how soon the groups the Breaker held back are judged again when no node or Lease event brings them back earlier")
+	fs.Var(durationFlag{&c.BreakerRecheck}, "breaker-recheck-interval", "how soon the groups the Breaker held back are judged again when neither a node or Lease event nor the Breaker's closing brings them back earlier")
 	fs.IntVar(&c.MemoryCapacity, "memory-capacity", defaultMemoryCapacity, "force-deleted pods (and pods first seen terminating) remembered for 10 minutes, so that a lagging cache gets no second DELETE; about 184 bytes each. Raise it while podhealth_memory_shed_total grows")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run as one of several replicas: only the leader acts")
 	fs.StringVar(&c.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader-election Lease; empty means the controller's own namespace (in a cluster)")

@@ -89,7 +89,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podGroup), builder.WithPredicates(predicate.Or(podMayBeDead, r.fencingHeldPodDeleted()))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNodeAndBreakerHeld), builder.WithPredicates(nodeChangedFor(r.opts.ShutdownTaints))).
-		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.breakerHeldOnLease), builder.WithPredicates(r.leaseRenewedAfterStale()))
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.breakerHeldOnLease), builder.WithPredicates(r.leaseRenewedAfterStale())).
+		WatchesRawSource(r.breakerWatch(breakerWatchInterval))
 	if r.watched == nil {
 		// The namespaced mode reads no Namespace: its namespaces are
 		// opted in by name, and it has no right to watch them.

@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/podhealth/podhealth/health"
+)
+
+func requestNames(reqs []reconcile.Request) []string {
+	var out []string
+	for _, req := range reqs {
+		out = append(out, req.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt: a
+// group that an event enqueued waits for its check, and the next event
+// passes it by; should the Breaker close with no event that a check after
+// it reads (here a node's change that no handler reports, as a stalled
+// cache read that answers again), the held groups were judged again only
+// at the re-check interval. The Breaker's own reading brings them back,
+// once the shared view has ended (viewMaxAge), and only once it is closed.
+func TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(now)
+	m := newFakeManager(t, node("d1", corev1.ConditionUnknown), node("d2", corev1.ConditionUnknown), node("d3", corev1.ConditionUnknown))
+	r, err := New(m, Options{Clock: clk, Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}})
+	require.NoError(t, err)
+	r.breaker.memo = &viewMemo{clock: clk}
+	ctx := context.Background()
+	web := types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}
+	db := types.NamespacedName{Namespace: "shop", Name: "StatefulSet.apps/db"}
+
+	require.Empty(t, r.breakerClosedGroups(ctx), "no group held")
+	r.heldByBreaker(web, true)
+	r.heldByBreaker(db, true)
+	// An event enqueued both; their checks are still to come, so the next
+	// event passes them by.
+	require.Len(t, r.breakerHeldOnLease(ctx, nil), 2)
+	require.Empty(t, r.breakerHeldOnLease(ctx, nil))
+	require.Empty(t, r.breakerClosedGroups(ctx), "3 of 6 nodes not Ready: the Breaker is open")
+
+	// d1 comes back in the cache; no handler says so.
+	var d1 corev1.Node
+	require.NoError(t, m.client.Get(ctx, client.ObjectKey{Name: "d1"}, &d1))
+	d1.Status = node("d1", corev1.ConditionTrue).Status
+	require.NoError(t, m.client.Status().Update(ctx, &d1))
+	require.Empty(t, r.breakerClosedGroups(ctx), "the shared view, listed before the change, holds until it ends")
+	clk.SetTime(now.Add(viewMaxAge + time.Millisecond))
+	require.Equal(t, []string{web.String(), db.String()}, requestNames(r.breakerClosedGroups(ctx)))
+
+	// Once judged, a group that is not held is not brought back.
+	r.heldByBreaker(web, false)
+	require.Equal(t, []string{db.String()}, requestNames(r.breakerClosedGroups(ctx)))
+}
+
+// TestTheBreakerWatchEnqueuesTheHeldGroupsUntilItsContextEnds: the source
+// reads the Breaker every interval and adds the groups to the queue.
+func TestTheBreakerWatchEnqueuesTheHeldGroupsUntilItsContextEnds(t *testing.T) {
+	r, err := New(newFakeManager(t), Options{})
+	require.NoError(t, err)
+	web := types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}
+	r.heldByBreaker(web, true)
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer queue.ShutDown()
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, r.breakerWatch(time.Millisecond).Start(ctx, queue))
+	got, shutdown := queue.Get()
+	require.False(t, shutdown)
+	require.Equal(t, web, got.NamespacedName)
+	queue.Done(got)
+	cancel()
+	// Once its context has ended, it adds nothing more: an item added by a
+	// tick already under way is drained first.
+	time.Sleep(10 * time.Millisecond)
+	for queue.Len() > 0 {
+		item, _ := queue.Get()
+		queue.Done(item)
+	}
+	time.Sleep(20 * time.Millisecond)
+	require.Zero(t, queue.Len(), "items added after the context ended")
+}
