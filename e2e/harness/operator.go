@@ -38,24 +38,43 @@ func (cp *ControlPlane) StartControllerRuntime(t testing.TB, bins Binaries, args
 // and args (a later --kubeconfig wins), stopped in t.Cleanup. Its output
 // goes to the log file podhealth-controller-<replica>.log of the control
 // plane's directory, one per replica name.
+//
+// A replica that exits on its own after losing its leader election (an
+// API server too busy to answer its renewals within the renew deadline)
+// is started again a second later, as its Deployment would start it
+// again: Restarts counts those. Any other exit leaves it stopped, for the
+// test to see.
 func (cp *ControlPlane) StartController(t testing.TB, bins Binaries, replica string, args ...string) *Operator {
 	t.Helper()
-	return cp.startExample(t, "podhealth-controller-"+replica, bins.Controller, args)
+	return cp.startProcess(t, "podhealth-controller-"+replica, bins.Controller, args, LeaderElectionLost)
 }
+
+// LeaderElectionLost is what controller-runtime's manager returns, and
+// podhealth-controller logs as it exits, when it loses its leader
+// election.
+const LeaderElectionLost = "leader election lost"
 
 // startExample runs one of the example controllers. name names its log
 // file; several processes of one name share a log file.
 func (cp *ControlPlane) startExample(t testing.TB, name, path string, args []string) *Operator {
+	t.Helper()
+	return cp.startProcess(t, name, path, args, "")
+}
+
+// startProcess runs a controller, started again after it exits having
+// logged restartOn (never, when empty).
+func (cp *ControlPlane) startProcess(t testing.TB, name, path string, args []string, restartOn string) *Operator {
 	t.Helper()
 	if path == "" {
 		t.Fatalf("harness: no %s binary: BuildBinaries builds it", name)
 	}
 	logPath := filepath.Join(cp.dir, name+".log")
 	p := &process{
-		name:    name,
-		path:    path,
-		args:    append([]string{"--kubeconfig=" + cp.kubeconfig}, args...),
-		logPath: logPath,
+		name:      name,
+		path:      path,
+		args:      append([]string{"--kubeconfig=" + cp.kubeconfig}, args...),
+		logPath:   logPath,
+		restartOn: restartOn,
 	}
 	if err := p.start(); err != nil {
 		t.Fatalf("harness: %v", err)
@@ -90,6 +109,14 @@ func (op *Operator) Pid() int {
 		return 0
 	}
 	return op.proc.cmd.Process.Pid
+}
+
+// Restarts returns how many times the operator was started again after
+// an exit by design (see StartController).
+func (op *Operator) Restarts() int {
+	op.proc.mu.Lock()
+	defer op.proc.mu.Unlock()
+	return op.proc.restarts
 }
 
 // Log returns the operator's output so far.

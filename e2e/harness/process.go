@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,11 +21,18 @@ type process struct {
 	args    []string
 	env     []string // added to the test binary's environment
 	logPath string
+	// restartOn, when not empty, starts the process again restartDelay
+	// after it exits on its own (not stopped or killed) having logged a
+	// line containing it since its start: as a Deployment's kubelet
+	// restarts a container, for an exit that the program makes by design.
+	restartOn string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
-	err  error         // cmd's exit status, valid once done is closed
+	mu       sync.Mutex
+	restarts int   // how many times restartOn started it again
+	logStart int64 // the log file's size when it was last started
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when cmd has exited
+	err      error         // cmd's exit status, valid once done is closed
 }
 
 // start launches the process. Output goes to the log file, which is appended
@@ -37,6 +45,11 @@ func (p *process) start() error {
 	}
 	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		return err
+	}
+	logStart, err := logFile.Seek(0, io.SeekEnd)
+	if err != nil {
+		logFile.Close()
 		return err
 	}
 	fmt.Fprintf(logFile, "==== %s: starting %s\n", time.Now().Format(time.RFC3339Nano), p.name)
@@ -52,7 +65,7 @@ func (p *process) start() error {
 		return fmt.Errorf("starting %s: %w", p.name, err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.done = cmd, done
+	p.cmd, p.done, p.logStart = cmd, done, logStart
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
@@ -60,8 +73,54 @@ func (p *process) start() error {
 		p.err = err
 		p.mu.Unlock()
 		close(done)
+		p.restartIfDesigned(cmd)
 	}()
 	return nil
+}
+
+// restartDelay is how long restartOn waits before it starts the process
+// again: the kubelet restarts a container at once after its first exit,
+// then backs off; one second keeps a test's timing close to the first.
+const restartDelay = time.Second
+
+// restartIfDesigned starts the process again, restartDelay from now, if
+// cmd, its run that has just ended, exited on its own having logged
+// restartOn since it started. A stop or kill in the meantime wins.
+func (p *process) restartIfDesigned(cmd *exec.Cmd) {
+	p.mu.Lock()
+	ownExit, logStart := p.cmd == cmd, p.logStart
+	p.mu.Unlock()
+	if p.restartOn == "" || !ownExit || !p.loggedSince(logStart, p.restartOn) {
+		return
+	}
+	time.AfterFunc(restartDelay, func() {
+		p.mu.Lock()
+		if p.cmd != cmd {
+			p.mu.Unlock()
+			return
+		}
+		p.cmd, p.done = nil, nil
+		p.restarts++
+		p.mu.Unlock()
+		if logFile, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			fmt.Fprintf(logFile, "==== %s: %s exited after logging %q: starting it again, as its Deployment would\n", time.Now().Format(time.RFC3339Nano), p.name, p.restartOn)
+			logFile.Close()
+		}
+		if err := p.start(); err != nil {
+			p.mu.Lock()
+			p.err = err
+			p.mu.Unlock()
+		}
+	})
+}
+
+// loggedSince reports whether the log file holds substr after offset.
+func (p *process) loggedSince(offset int64, substr string) bool {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil || offset > int64(len(data)) {
+		return false
+	}
+	return bytes.Contains(data[offset:], []byte(substr))
 }
 
 // exited reports whether the running process has exited, and how.

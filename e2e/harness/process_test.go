@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -46,5 +47,65 @@ func TestLastLinesSkipsEmptyLinesAndCutsLongOnes(t *testing.T) {
 	want := []string{"sh: 1: Syntax error: Unterminated quoted string", strings.Repeat("y", errorLineMax) + "..."}
 	if diff := cmp.Diff(want, p.lastLines(2)); diff != "" {
 		t.Errorf("lastLines(2) (-want +got):\n%s", diff)
+	}
+}
+
+// designedExitProcess is a shell that logs line and exits 1 on its first
+// run, and runs for a minute on the next.
+func designedExitProcess(t *testing.T, line string) *process {
+	t.Helper()
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	script := `if [ -e "$1" ]; then exec sleep 60; fi; touch "$1"; echo "$2"; exit 1`
+	p := &process{name: "controller", path: "/bin/sh", args: []string{"-c", script, "sh", marker, line}, logPath: filepath.Join(dir, "controller.log"), restartOn: "leader election lost"}
+	t.Cleanup(func() { _ = p.stop(time.Second) })
+	return p
+}
+
+func TestAProcessIsStartedAgainOnlyAfterItsDesignedExit(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		line        string
+		stopAtExit  bool
+		wantRestart bool
+	}{
+		{name: "it logged the designed exit", line: "error: leader election lost", wantRestart: true},
+		{name: "it exited for another reason", line: "panic: nil map"},
+		{name: "the test stopped it before the restart", line: "error: leader election lost", stopAtExit: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := designedExitProcess(t, tc.line)
+			if err := p.start(); err != nil {
+				t.Fatal(err)
+			}
+			p.mu.Lock()
+			done := p.done
+			p.mu.Unlock()
+			<-done
+			if tc.stopAtExit {
+				_ = p.stop(time.Second)
+			}
+			running := func() (int, bool) {
+				exited, _ := p.exited()
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				return p.restarts, !exited
+			}
+			if tc.wantRestart {
+				// Started again after restartDelay, or at the deadline, on
+				// a busy machine, a failure.
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+					if restarts, ok := running(); restarts == 1 && ok {
+						return
+					}
+				}
+				restarts, ok := running()
+				t.Fatalf("not started again: restarts %d, running %v; log:\n%s", restarts, ok, p.tail(10))
+			}
+			time.Sleep(2 * restartDelay)
+			if restarts, ok := running(); restarts != 0 || ok {
+				t.Errorf("started again: restarts %d, running %v; log:\n%s", restarts, ok, p.tail(10))
+			}
+		})
 	}
 }
