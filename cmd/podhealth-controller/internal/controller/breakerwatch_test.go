@@ -26,12 +26,12 @@ func requestNames(reqs []reconcile.Request) []string {
 	return out
 }
 
-// TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt: a
-// group that an event enqueued waits for its check, and the next event
-// passes it by; should the Breaker close with no event that a check after
-// it reads (here a node's change that no handler reports, as a stalled
-// cache read that answers again), the held groups were judged again only
-// at the re-check interval. The Breaker's own reading brings them back,
+// TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt: an
+// event while the Breaker holds every node enqueues no held group; should
+// the Breaker close with no event that a check after it reads (here a
+// node's change that no handler reports, as a stalled cache read that
+// answers again), the held groups were judged again only at the re-check
+// interval. The Breaker's own reading brings them back,
 // once the shared view has ended (viewMaxAge), and only once it is closed.
 func TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -47,10 +47,7 @@ func TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt(t *test
 	require.Empty(t, r.breakerClosedGroups(ctx), "no group held")
 	r.heldByBreaker(web, true)
 	r.heldByBreaker(db, true)
-	// An event enqueued both; their checks are still to come, so the next
-	// event passes them by.
-	require.Len(t, r.breakerHeldOnLease(ctx, nil), 2)
-	require.Empty(t, r.breakerHeldOnLease(ctx, nil))
+	require.Empty(t, r.breakerHeldOnLease(ctx, nil), "an event while the Breaker holds every node")
 	require.Empty(t, r.breakerClosedGroups(ctx), "3 of 6 nodes not Ready: the Breaker is open")
 
 	// d1 comes back in the cache; no handler says so.
@@ -92,4 +89,56 @@ func TestTheBreakerWatchEnqueuesTheHeldGroupsUntilItsContextEnds(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	require.Zero(t, queue.Len(), "items added after the context ended")
+}
+
+// TestWhileTheBreakerHoldsEveryNodeAnEventEnqueuesNoHeldGroup: as the
+// node-lifecycle controller marks the nodes of a mass failure one by one,
+// each mark judged every held group again, to hold it again. While the
+// Breaker stops force deletes on every node (the cluster is disrupted,
+// or the nodes cannot be read), an event enqueues none; the event after
+// which it no longer does enqueues them all. A disrupted zone stops only
+// its own nodes: events still enqueue the held groups.
+func TestWhileTheBreakerHoldsEveryNodeAnEventEnqueuesNoHeldGroup(t *testing.T) {
+	inZone := func(n *corev1.Node, zone string) *corev1.Node {
+		n.Labels = map[string]string{corev1.LabelTopologyZone: zone}
+		return n
+	}
+	web := types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}
+	for _, tc := range []struct {
+		name    string
+		nodes   []*corev1.Node
+		listErr bool
+		want    int
+	}{
+		{name: "3 of 6 nodes not Ready", nodes: []*corev1.Node{node("d1", corev1.ConditionUnknown), node("d2", corev1.ConditionUnknown), node("d3", corev1.ConditionUnknown)}},
+		{name: "the nodes cannot be read", listErr: true},
+		{name: "2 of 6 nodes not Ready", nodes: []*corev1.Node{node("d1", corev1.ConditionUnknown), node("d2", corev1.ConditionUnknown), node("d3", corev1.ConditionTrue)}, want: 1},
+		{name: "3 of the 4 nodes of zone b not Ready, 3 of 13 in all", want: 1, nodes: []*corev1.Node{
+			inZone(node("b1", corev1.ConditionUnknown), "b"), inZone(node("b2", corev1.ConditionUnknown), "b"), inZone(node("b3", corev1.ConditionUnknown), "b"), inZone(node("b4", corev1.ConditionTrue), "b"),
+			inZone(node("a1", corev1.ConditionTrue), "a"), inZone(node("a2", corev1.ConditionTrue), "a"), inZone(node("a3", corev1.ConditionTrue), "a"), inZone(node("a4", corev1.ConditionTrue), "a"),
+			inZone(node("a5", corev1.ConditionTrue), "a"), inZone(node("a6", corev1.ConditionTrue), "a"), inZone(node("a7", corev1.ConditionTrue), "a")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []client.Object
+			for _, n := range tc.nodes {
+				objs = append(objs, n)
+			}
+			r, err := New(newFakeManager(t, objs...), Options{Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}})
+			require.NoError(t, err)
+			if tc.listErr {
+				r.breaker.nodes = failingNodes{}
+			}
+			r.heldByBreaker(web, true)
+			ctx := context.Background()
+			require.Len(t, r.breakerHeldOnLease(ctx, nil), tc.want)
+			require.Len(t, r.breakerHeldOnLease(ctx, nil), 0, "enqueued once")
+		})
+	}
+}
+
+// failingNodes is a node lister that cannot list.
+type failingNodes struct{}
+
+func (failingNodes) ListNodes(context.Context) ([]*corev1.Node, error) {
+	return nil, health.ErrNodesUnavailable
 }

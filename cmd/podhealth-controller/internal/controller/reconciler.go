@@ -384,18 +384,26 @@ func (v breakerView) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 // changed: an informer's handler runs after its cache has the change),
 // and those being judged now, whose check may have read the cache
 // before the change (the queue runs them again once they are done).
+// None while the Breaker, read after the change, stops force deletes on
+// every node: no check could let a pod go, and the event that lifts it
+// (or, failing one, breakerClosedGroups) brings them all.
 //
 // Why: when the nodes of a mass failure come back, each of hundreds of
 // node events would enqueue every held group again, tens of thousands,
-// each time: the queue's work grew with the nodes times the groups.
+// each time: the queue's work grew with the nodes times the groups. And
+// as the node-lifecycle controller marks the failed nodes one by one,
+// each mark judged every held group again, to hold it again.
 //
 // It first ends the Breaker's shared view (viewMemo): the view's own
 // informer handlers may hear of the change only after these checks run,
 // and a check that read the view from before it would be held again with
 // no event left to bring it back.
-func (r *Reconciler) breakerHeldGroups() []reconcile.Request {
+func (r *Reconciler) breakerHeldGroups(ctx context.Context) []reconcile.Request {
 	if r.breaker.memo != nil {
 		r.breaker.memo.changed()
+	}
+	if r.breakerOpenEverywhere(ctx) {
+		return nil
 	}
 	r.heldMu.Lock()
 	defer r.heldMu.Unlock()
@@ -410,6 +418,16 @@ func (r *Reconciler) breakerHeldGroups() []reconcile.Request {
 		out = append(out, reconcile.Request{NamespacedName: group})
 	}
 	return out
+}
+
+// breakerOpenEverywhere reports whether the Breaker, read now, stops
+// force deletes on every node: the whole cluster is disrupted, or the
+// nodes cannot be read. Only then does it stop them on a node that is
+// in no zone it counts, such as the name no node has ("").
+func (r *Reconciler) breakerOpenEverywhere(ctx context.Context) bool {
+	breaker := r.opts.Breaker
+	breaker.Nodes = r.breaker
+	return breaker.Tripped(ctx, "") != ""
 }
 
 // checking records that group is being judged, until the returned func

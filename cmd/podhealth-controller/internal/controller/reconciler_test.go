@@ -586,7 +586,7 @@ func TestABreakerHoldIsJudgedAgainWhenTheBreakerMayLetGo(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"shop/web-a"}, *m.deletes, "the Breaker closed: the held pod goes")
 	require.Zero(t, res.RequeueAfter)
-	require.Empty(t, r.breakerHeldGroups(), "no longer held")
+	require.Empty(t, r.breakerHeldGroups(context.Background()), "no longer held")
 }
 
 // TestAMassRecoveryEnqueuesEachHeldGroupOnceUntilItIsJudged: when the

@@ -208,7 +208,7 @@ func (r *Reconciler) groupsOnNodeAndBreakerHeld(ctx context.Context, node client
 	for _, req := range out {
 		seen[req] = true
 	}
-	for _, req := range r.breakerHeldGroups() {
+	for _, req := range r.breakerHeldGroups(ctx) {
 		if !seen[req] {
 			out = append(out, req)
 		}
@@ -219,8 +219,8 @@ func (r *Reconciler) groupsOnNodeAndBreakerHeld(ctx context.Context, node client
 // breakerHeldOnLease returns the groups that the Breaker held back, for a
 // node Lease renewed after it had gone stale: the Breaker counts that node
 // Ready again.
-func (r *Reconciler) breakerHeldOnLease(context.Context, client.Object) []reconcile.Request {
-	return r.breakerHeldGroups()
+func (r *Reconciler) breakerHeldOnLease(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.breakerHeldGroups(ctx)
 }
 
 // leaseRenewedAfterStale lets through a node Lease's update from stale to
