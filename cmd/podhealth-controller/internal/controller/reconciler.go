@@ -402,7 +402,10 @@ func (r *Reconciler) breakerHeldGroups(ctx context.Context) []reconcile.Request 
 	if r.breaker.memo != nil {
 		r.breaker.memo.changed()
 	}
-	if r.breakerOpenEverywhere(ctx) {
+	r.heldMu.Lock()
+	none := len(r.breakerHeld) == 0 && len(r.inCheck) == 0
+	r.heldMu.Unlock()
+	if none || r.breakerOpenEverywhere(ctx) {
 		return nil
 	}
 	r.heldMu.Lock()
