@@ -61,15 +61,29 @@ func (m *viewMemo) changed() { m.changes.Add(1) }
 // view at now and the last instant it holds without a change (the zero
 // time for no such instant). An error is not kept: the next call lists
 // again.
+//
+// A view listed after the call began serves it, though changes came
+// since: the caller needs every change made before it asked, and a view
+// whose listing began after them has them. So the checks that wait while
+// one lists share the next listing, however often the informers report a
+// change meanwhile (as the nodes of a mass failure come back, hundreds a
+// minute); the change counter read before each wait and each listing
+// says which.
 func (m *viewMemo) get(ctx context.Context, list func(ctx context.Context, now time.Time) ([]*corev1.Node, time.Time, error)) ([]*corev1.Node, error) {
+	return m.getAsOf(ctx, m.changes.Load(), list)
+}
+
+// getAsOf is get for a caller that asked when the change counter read
+// asked.
+func (m *viewMemo) getAsOf(ctx context.Context, asked uint64, list func(ctx context.Context, now time.Time) ([]*corev1.Node, time.Time, error)) ([]*corev1.Node, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock.Now()
-	// Read before the listing: a change the listing misses bumps it after.
-	changes := m.changes.Load()
-	if m.valid && m.of == changes && !now.Before(m.at) && !now.After(m.through) {
+	if m.valid && m.of >= asked && !now.Before(m.at) && !now.After(m.through) {
 		return m.nodes, nil
 	}
+	// Read before the listing: a change the listing misses bumps it after.
+	changes := m.changes.Load()
 	m.valid = false
 	nodes, through, err := list(ctx, now)
 	if err != nil {

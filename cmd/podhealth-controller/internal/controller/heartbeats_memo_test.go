@@ -294,3 +294,48 @@ func TestTheBreakersMemoizedViewIsTheFreshOne(t *testing.T) {
 		})
 	}
 }
+
+// TestTheChecksWaitingOnAListingShareTheNextOneThoughChangesKeepComing:
+// as the nodes of a mass failure come back, the informers report a change
+// every few milliseconds, about as often as a listing takes. The checks
+// that wait while one lists need only the changes made before they asked:
+// one more listing serves them all, instead of one each.
+func TestTheChecksWaitingOnAListingShareTheNextOneThoughChangesKeepComing(t *testing.T) {
+	memo := &viewMemo{clock: clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))}
+	release := make(chan struct{})
+	var listings atomic.Int64
+	list := func(context.Context, time.Time) ([]*corev1.Node, time.Time, error) {
+		if listings.Add(1) == 1 {
+			<-release
+		}
+		memo.changed() // a node comes back while each listing runs
+		return []*corev1.Node{node("n1", corev1.ConditionTrue)}, time.Time{}, nil
+	}
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() {
+		_, err := memo.get(ctx, list)
+		first <- err
+	}()
+	for listings.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Five checks ask while the first listing runs, after a change it may
+	// have missed; in whatever order they get the view.
+	memo.changed()
+	asked := memo.changes.Load()
+	const waiting = 5
+	done := make(chan error, waiting)
+	for range waiting {
+		go func() {
+			_, err := memo.getAsOf(ctx, asked, list)
+			done <- err
+		}()
+	}
+	close(release)
+	require.NoError(t, <-first)
+	for range waiting {
+		require.NoError(t, <-done)
+	}
+	require.EqualValues(t, 2, listings.Load(), "the first listing, then one for the five that asked after a change")
+}
