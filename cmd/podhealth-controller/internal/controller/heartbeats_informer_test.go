@@ -46,18 +46,18 @@ func informerCache(tb testing.TB, objs ...runtime.Object) (cache.Cache, kubernet
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("NodeList"), meta.RESTScopeRoot)
 	mapper.Add(coordinationv1.SchemeGroupVersion.WithKind("LeaseList"), meta.RESTScopeNamespace)
 	listWatch := func(obj runtime.Object) toolscache.ListerWatcher {
-		ctx := context.Background()
 		switch obj.(type) {
 		case *corev1.Node:
+			nodes := clientset.CoreV1().Nodes()
 			return toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
-				ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { return clientset.CoreV1().Nodes().List(ctx, o) },
-				WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return clientset.CoreV1().Nodes().Watch(ctx, o) },
+				ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodes.List(ctx, o) },
+				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return nodes.Watch(ctx, o) },
 			}, clientset)
 		case *coordinationv1.Lease:
 			leases := clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 			return toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
-				ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { return leases.List(ctx, o) },
-				WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return leases.Watch(ctx, o) },
+				ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return leases.List(ctx, o) },
+				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return leases.Watch(ctx, o) },
 			}, clientset)
 		}
 		tb.Fatalf("informerCache: no informer for %T", obj)
