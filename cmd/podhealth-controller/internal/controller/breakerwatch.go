@@ -19,10 +19,11 @@ const breakerWatchInterval = 5 * time.Second
 //
 // Why: the node and Lease events that can close the Breaker bring the
 // groups it held back (breakerHeldGroups), but the Breaker can close with
-// no such event that a check after it reads: a node cache read that
-// stalled answers again; a Lease renewal delivered after it had already
-// gone stale passes no event, and the next renewal finds its old version
-// fresh. A group missed so waited for the re-check interval. Read every
+// no such event: a node read that stalled fails at once until a probe in
+// the background finds the cache answering (podhealthcr.Nodes), and the
+// Breaker, unable to read, holds every node until then; no informer event
+// marks that moment. And a CI run waited for the re-check interval after
+// a closing whose missed event could not be found. Read every
 // breakerWatchInterval, the Breaker's closing is an event of its own,
 // whatever closed it. Each read is one listing of the nodes at most (the
 // shared view); none while no group is held.
