@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/podhealth/podhealth/health"
@@ -39,7 +40,7 @@ func TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt(t *test
 	m := newFakeManager(t, node("d1", corev1.ConditionUnknown), node("d2", corev1.ConditionUnknown), node("d3", corev1.ConditionUnknown))
 	r, err := New(m, Options{Clock: clk, Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}})
 	require.NoError(t, err)
-	r.breaker.memo = &viewMemo{clock: clk}
+	r.breaker.memo = r.newViewMemo()
 	ctx := context.Background()
 	web := types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}
 	db := types.NamespacedName{Namespace: "shop", Name: "StatefulSet.apps/db"}
@@ -141,4 +142,115 @@ type failingNodes struct{}
 
 func (failingNodes) ListNodes(context.Context) ([]*corev1.Node, error) {
 	return nil, health.ErrNodesUnavailable
+}
+
+// countingNodes counts the listings of the nodes it wraps, and fails them
+// while failing is set.
+type countingNodes struct {
+	health.NodeLister
+	listings *int
+	failing  *bool
+}
+
+func (c countingNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
+	*c.listings++
+	if *c.failing {
+		return nil, health.ErrNodesUnavailable
+	}
+	return c.NodeLister.ListNodes(ctx)
+}
+
+// TestAnEventListsTheNodesOnlyWhileTheLastListingFoundTheBreakerOpenEverywhere:
+// as a mass failure's nodes come back, each node event read the Breaker
+// afresh, a listing of every node and Lease, to learn whether to enqueue
+// the held groups. Once a listing (an event's or a check's) has found the
+// Breaker closed on some node, an event enqueues them with no listing;
+// while the last one found it open everywhere, or could not list, an event
+// lists afresh, so that it enqueues nothing while no check could let a
+// pod go. A stale finding that it is closed costs one round of checks,
+// whose listings record that it is open again.
+func TestAnEventListsTheNodesOnlyWhileTheLastListingFoundTheBreakerOpenEverywhere(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(now)
+	m := newFakeManager(t, node("d1", corev1.ConditionUnknown), node("d2", corev1.ConditionUnknown), node("d3", corev1.ConditionUnknown))
+	r, err := New(m, Options{Clock: clk, Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}})
+	require.NoError(t, err)
+	var listings int
+	var failing bool
+	r.breaker.nodes = countingNodes{NodeLister: r.breaker.nodes, listings: &listings, failing: &failing}
+	r.breaker.memo = r.newViewMemo()
+	ctx := context.Background()
+	web := types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}
+	setState := func(name string, status corev1.ConditionStatus) {
+		var n corev1.Node
+		require.NoError(t, m.client.Get(ctx, client.ObjectKey{Name: name}, &n))
+		n.Status = node(name, status).Status
+		require.NoError(t, m.client.Status().Update(ctx, &n))
+	}
+	event := func(wantListings int) []string {
+		t.Helper()
+		got := requestNames(r.breakerHeldOnLease(ctx, nil))
+		require.Equal(t, wantListings, listings, "listings after this event")
+		return got
+	}
+
+	r.heldByBreaker(web, true)
+	require.Empty(t, event(1), "nothing listed yet: an event lists, and finds 3 of 6 nodes not Ready")
+	require.Empty(t, event(2), "the last listing found the Breaker open everywhere: the next event lists again")
+
+	setState("d1", corev1.ConditionTrue)
+	require.Equal(t, []string{web.String()}, event(3), "d1 came back: the listing finds the Breaker closed")
+	r.heldByBreaker(web, true) // its check is held again (say, by the budget)
+	require.Equal(t, []string{web.String()}, event(3), "closed when last listed: no listing")
+
+	// d1 fails again. The event trusts the last listing and enqueues the
+	// group; its check's listing (the Breaker's) finds it open everywhere.
+	setState("d1", corev1.ConditionUnknown)
+	r.heldByBreaker(web, true)
+	require.Equal(t, []string{web.String()}, event(3), "a stale finding of closed costs a check")
+	_, err = r.breaker.ListNodes(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, listings, "the check lists: the event ended the shared view")
+	r.heldByBreaker(web, true)
+	require.Empty(t, event(5), "open everywhere when last listed: the event lists again")
+
+	// A listing that fails leaves nothing known: the next event lists.
+	setState("d1", corev1.ConditionTrue)
+	require.Equal(t, []string{web.String()}, event(6))
+	failing = true
+	clk.SetTime(now.Add(2 * viewMaxAge)) // the shared view has ended
+	_, err = r.breaker.ListNodes(ctx)
+	require.Error(t, err)
+	require.Equal(t, 7, listings)
+	r.heldByBreaker(web, true)
+	require.Empty(t, event(8), "the nodes cannot be read: the Breaker holds every node")
+	failing = false
+	require.Equal(t, []string{web.String()}, event(9))
+}
+
+// TestAnUpdateIsMappedByItsNewObjectOnly: EnqueueRequestsFromMapFunc maps
+// an update's old object and its new one, so each node or Lease event ran
+// breakerHeldGroups twice; mapNewObject maps each event once.
+func TestAnUpdateIsMappedByItsNewObjectOnly(t *testing.T) {
+	var mapped []string
+	h := mapNewObject(func(_ context.Context, obj client.Object) []reconcile.Request {
+		mapped = append(mapped, obj.GetName())
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "for-" + obj.GetName()}}}
+	})
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer queue.ShutDown()
+	ctx := context.Background()
+	h.Create(ctx, event.CreateEvent{Object: node("created", corev1.ConditionTrue)}, queue)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: node("old", corev1.ConditionUnknown), ObjectNew: node("new", corev1.ConditionTrue)}, queue)
+	h.Delete(ctx, event.DeleteEvent{Object: node("deleted", corev1.ConditionTrue)}, queue)
+	h.Generic(ctx, event.GenericEvent{Object: node("generic", corev1.ConditionTrue)}, queue)
+	require.Equal(t, []string{"created", "new", "deleted", "generic"}, mapped)
+	var queued []string
+	for queue.Len() > 0 {
+		req, _ := queue.Get()
+		queued = append(queued, req.Name)
+		queue.Done(req)
+	}
+	slices.Sort(queued)
+	require.Equal(t, []string{"for-created", "for-deleted", "for-generic", "for-new"}, queued)
 }

@@ -45,6 +45,11 @@ type viewMemo struct {
 	clock   clock.PassiveClock
 	maxAge  time.Duration // zero means viewMaxAge
 	changes atomic.Uint64 // bumped by changed
+	// openEverywhere, when not nil, reads each new listing as the Breaker
+	// would: whether it stops force deletes on every node. The last
+	// reading is kept in lastListed (see closedSomewhereWhenLastListed).
+	openEverywhere func(ctx context.Context, nodes []*corev1.Node) bool
+	lastListed     atomic.Int32 // listedUnknown, listedOpenEverywhere or listedClosedSomewhere
 
 	mu      sync.Mutex
 	valid   bool
@@ -52,6 +57,20 @@ type viewMemo struct {
 	of      uint64    // changes when nodes was listed
 	at      time.Time // when it was listed
 	through time.Time // the last instant it holds without a change
+}
+
+// What the last listing said of the Breaker (viewMemo.lastListed).
+const (
+	listedUnknown int32 = iota
+	listedOpenEverywhere
+	listedClosedSomewhere
+)
+
+// closedSomewhereWhenLastListed reports whether the last listing, however
+// old, was read as a Breaker that lets force deletes go on some node:
+// false when none was, or its reading failed.
+func (m *viewMemo) closedSomewhereWhenLastListed() bool {
+	return m.lastListed.Load() == listedClosedSomewhere
 }
 
 // changed records a change that a view may show.
@@ -87,7 +106,15 @@ func (m *viewMemo) getAsOf(ctx context.Context, asked uint64, list func(ctx cont
 	m.valid = false
 	nodes, through, err := list(ctx, now)
 	if err != nil {
+		m.lastListed.Store(listedUnknown)
 		return nil, err
+	}
+	if m.openEverywhere != nil {
+		read := listedClosedSomewhere
+		if m.openEverywhere(ctx, nodes) {
+			read = listedOpenEverywhere
+		}
+		m.lastListed.Store(read)
 	}
 	maxAge := m.maxAge
 	if maxAge == 0 {

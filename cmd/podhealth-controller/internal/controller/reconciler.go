@@ -386,7 +386,11 @@ func (v breakerView) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 // before the change (the queue runs them again once they are done).
 // None while the Breaker, read after the change, stops force deletes on
 // every node: no check could let a pod go, and the event that lifts it
-// (or, failing one, breakerClosedGroups) brings them all.
+// (or, failing one, breakerClosedGroups) brings them all. It is read only
+// when the last listing of the shared view did not find it closed on some
+// node, as after a mass failure's first checks: once it is, every event
+// enqueues the held groups with no listing, at the cost of one round of
+// checks should the Breaker open everywhere again.
 //
 // Why: when the nodes of a mass failure come back, each of hundreds of
 // node events would enqueue every held group again, tens of thousands,
@@ -405,7 +409,13 @@ func (r *Reconciler) breakerHeldGroups(ctx context.Context) []reconcile.Request 
 	r.heldMu.Lock()
 	none := len(r.breakerHeld) == 0 && len(r.inCheck) == 0
 	r.heldMu.Unlock()
-	if none || r.breakerOpenEverywhere(ctx) {
+	if none {
+		return nil
+	}
+	// A Breaker last listed as closed somewhere is not read again: should
+	// it be open everywhere now, the checks enqueued cost work only, and
+	// their own listings record it for the events after them.
+	if memo := r.breaker.memo; (memo == nil || !memo.closedSomewhereWhenLastListed()) && r.breakerOpenEverywhere(ctx) {
 		return nil
 	}
 	r.heldMu.Lock()
@@ -428,10 +438,28 @@ func (r *Reconciler) breakerHeldGroups(ctx context.Context) []reconcile.Request 
 // nodes cannot be read. Only then does it stop them on a node that is
 // in no zone it counts, such as the name no node has ("").
 func (r *Reconciler) breakerOpenEverywhere(ctx context.Context) bool {
+	return r.openEverywhereOver(ctx, r.breaker)
+}
+
+// openEverywhereOver is breakerOpenEverywhere over nodes.
+func (r *Reconciler) openEverywhereOver(ctx context.Context, nodes health.NodeLister) bool {
 	breaker := r.opts.Breaker
-	breaker.Nodes = r.breaker
+	breaker.Nodes = nodes
 	return breaker.Tripped(ctx, "") != ""
 }
+
+// newViewMemo returns a shared view for r.breaker that reads each of its
+// listings as r's Breaker would (viewMemo.openEverywhere).
+func (r *Reconciler) newViewMemo() *viewMemo {
+	return &viewMemo{clock: r.breaker.clock, openEverywhere: func(ctx context.Context, nodes []*corev1.Node) bool {
+		return r.openEverywhereOver(ctx, listedNodes(nodes))
+	}}
+}
+
+// listedNodes is a health.NodeLister of nodes already listed.
+type listedNodes []*corev1.Node
+
+func (l listedNodes) ListNodes(context.Context) ([]*corev1.Node, error) { return l, nil }
 
 // checking records that group is being judged, until the returned func
 // is called.

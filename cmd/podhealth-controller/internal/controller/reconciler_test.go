@@ -654,7 +654,7 @@ func TestAnEventThatEnqueuesTheHeldGroupsEndsTheBreakersSharedViewFirst(t *testi
 	m := newFakeManager(t)
 	r, err := New(m, Options{Clock: clk})
 	require.NoError(t, err)
-	r.breaker.memo = &viewMemo{clock: clk}
+	r.breaker.memo = r.newViewMemo()
 	ctx := context.Background()
 	view := func() map[string]health.NodeState {
 		nodes, err := r.breaker.ListNodes(ctx)
