@@ -254,14 +254,25 @@ func controllerKubeconfig(ctx context.Context, t *testing.T, cp *harness.Control
 	return accountKubeconfig(ctx, t, cp, controllerAccount)
 }
 
+// accountTokenLifetime is how long the token of accountKubeconfig lasts:
+// longer than the longest run (the 5,000-node scale test runs for about
+// two hours). A Deployment's pod reads a projected token that its kubelet
+// renews; the harness's processes read their kubeconfig's token, which
+// nothing renews, and an hour's token failed that run's controller with
+// Unauthorized an hour after it started.
+const accountTokenLifetime = 12 * time.Hour
+
 // accountKubeconfig is controllerKubeconfig for the service account of
 // that name in the manifests' namespace.
 func accountKubeconfig(ctx context.Context, t *testing.T, cp *harness.ControlPlane, account string) string {
 	t.Helper()
 	tr, err := cp.Client().CoreV1().ServiceAccounts(controllerNamespace).CreateToken(ctx, account,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(accountTokenLifetime / time.Second))}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("a token for %s/%s: %v", controllerNamespace, account, err)
+	}
+	if lasts := time.Until(tr.Status.ExpirationTimestamp.Time); lasts < accountTokenLifetime-time.Minute {
+		t.Fatalf("the token for %s/%s lasts %v, want %v: the API server caps it", controllerNamespace, account, lasts.Round(time.Second), accountTokenLifetime)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cp.APIServerURL(), InsecureSkipTLSVerify: true}
