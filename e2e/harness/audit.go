@@ -64,11 +64,12 @@ func auditArgs(dir string, writers, requesters []string) ([]string, string, erro
 // PodDelete is one DELETE of a pod that the API server answered, from its
 // audit log.
 type PodDelete struct {
-	// At is when the API server received the request.
-	At        time.Time
-	UserAgent string
-	Namespace string
-	Name      string
+	// At is when the API server received the request; Answered, when it
+	// answered it (for a DELETE that removed the pod, when it was gone).
+	At, Answered time.Time
+	UserAgent    string
+	Namespace    string
+	Name         string
 	// Code is the HTTP status of the answer.
 	Code int
 	// GracePeriodSeconds is the request's grace period; nil when it set
@@ -103,6 +104,7 @@ type auditEvent struct {
 	} `json:"user"`
 	UserAgent                string    `json:"userAgent"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
 	ObjectRef                struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
@@ -128,7 +130,7 @@ func (cp *ControlPlane) PodDeletes() ([]PodDelete, error) {
 	var out []PodDelete
 	for _, e := range events {
 		if e.Verb == "delete" && e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "" && e.requestLevel() {
-			d := PodDelete{At: e.RequestReceivedTimestamp, UserAgent: e.UserAgent, Namespace: e.ObjectRef.Namespace,
+			d := PodDelete{At: e.RequestReceivedTimestamp, Answered: e.StageTimestamp, UserAgent: e.UserAgent, Namespace: e.ObjectRef.Namespace,
 				Name: e.ObjectRef.Name, Code: e.ResponseStatus.Code}
 			if o := e.RequestObject; o != nil {
 				d.GracePeriodSeconds = o.GracePeriodSeconds
