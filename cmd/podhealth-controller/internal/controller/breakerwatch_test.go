@@ -27,6 +27,17 @@ func requestNames(reqs []reconcile.Request) []string {
 	return out
 }
 
+// threeOfSixNodesDown returns a Reconciler on clk over d1 to d3 not Ready
+// and h1 to h3 Ready, whose Breaker stops force deletes on every node
+// while 3 are down (30 %, at least 3), and its manager.
+func threeOfSixNodesDown(t *testing.T, clk *clocktesting.FakePassiveClock) (fakeManager, *Reconciler) {
+	t.Helper()
+	m := newFakeManager(t, node("d1", corev1.ConditionUnknown), node("d2", corev1.ConditionUnknown), node("d3", corev1.ConditionUnknown))
+	r, err := New(m, Options{Clock: clk, Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}})
+	require.NoError(t, err)
+	return m, r
+}
+
 // TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt: an
 // event while the Breaker holds every node enqueues no held group; should
 // the Breaker close with no event that a check after it reads (here a
@@ -37,9 +48,7 @@ func requestNames(reqs []reconcile.Request) []string {
 func TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(now)
-	m := newFakeManager(t, node("d1", corev1.ConditionUnknown), node("d2", corev1.ConditionUnknown), node("d3", corev1.ConditionUnknown))
-	r, err := New(m, Options{Clock: clk, Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}})
-	require.NoError(t, err)
+	m, r := threeOfSixNodesDown(t, clk)
 	r.breaker.memo = r.newViewMemo()
 	ctx := context.Background()
 	web := types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/web"}
@@ -172,9 +181,7 @@ func (c countingNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 func TestAnEventListsTheNodesOnlyWhileTheLastListingFoundTheBreakerOpenEverywhere(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(now)
-	m := newFakeManager(t, node("d1", corev1.ConditionUnknown), node("d2", corev1.ConditionUnknown), node("d3", corev1.ConditionUnknown))
-	r, err := New(m, Options{Clock: clk, Breaker: health.Breaker{UnhealthyShare: 0.3, MinUnhealthy: 3}})
-	require.NoError(t, err)
+	m, r := threeOfSixNodesDown(t, clk)
 	var listings int
 	var failing bool
 	r.breaker.nodes = countingNodes{NodeLister: r.breaker.nodes, listings: &listings, failing: &failing}
@@ -208,7 +215,7 @@ func TestAnEventListsTheNodesOnlyWhileTheLastListingFoundTheBreakerOpenEverywher
 	setState("d1", corev1.ConditionUnknown)
 	r.heldByBreaker(web, true)
 	require.Equal(t, []string{web.String()}, event(3), "a stale finding of closed costs a check")
-	_, err = r.breaker.ListNodes(ctx)
+	_, err := r.breaker.ListNodes(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 4, listings, "the check lists: the event ended the shared view")
 	r.heldByBreaker(web, true)
