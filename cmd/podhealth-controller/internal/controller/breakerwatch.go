@@ -29,7 +29,8 @@ const breakerWatchInterval = 5 * time.Second
 // shared view); none while no group is held.
 //
 // It enqueues every held group, including those an event has already
-// enqueued: the queue holds each once.
+// enqueued: the queue holds each once, and a group that judgedFirst picks
+// moves ahead of the others.
 func (r *Reconciler) breakerClosedGroups(ctx context.Context) []reconcile.Request {
 	r.heldMu.Lock()
 	held := len(r.breakerHeld)
@@ -45,9 +46,10 @@ func (r *Reconciler) breakerClosedGroups(ctx context.Context) []reconcile.Reques
 	r.heldMu.Lock()
 	defer r.heldMu.Unlock()
 	out := make([]reconcile.Request, 0, len(r.breakerHeld))
-	for group := range r.breakerHeld {
+	for group, hold := range r.breakerHeld {
 		out = append(out, reconcile.Request{NamespacedName: group})
-		r.breakerHeld[group] = true
+		hold.enqueued = true
+		r.breakerHeld[group] = hold
 	}
 	return out
 }
@@ -66,9 +68,7 @@ func (r *Reconciler) breakerWatch(interval time.Duration) source.Source {
 					return
 				case <-tick.C:
 				}
-				for _, req := range r.breakerClosedGroups(ctx) {
-					queue.Add(req)
-				}
+				r.enqueueHeldFirst(ctx, queue, r.breakerClosedGroups(ctx))
 			}
 		}()
 		return nil

@@ -239,8 +239,10 @@ func TestAnEventListsTheNodesOnlyWhileTheLastListingFoundTheBreakerOpenEverywher
 // an update's old object and its new one, so each node or Lease event ran
 // breakerHeldGroups twice; mapNewObject maps each event once.
 func TestAnUpdateIsMappedByItsNewObjectOnly(t *testing.T) {
+	r, err := New(newFakeManager(t), Options{})
+	require.NoError(t, err)
 	var mapped []string
-	h := mapNewObject(func(_ context.Context, obj client.Object) []reconcile.Request {
+	h := r.mapNewObject(func(_ context.Context, obj client.Object) []reconcile.Request {
 		mapped = append(mapped, obj.GetName())
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "for-" + obj.GetName()}}}
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -131,13 +132,11 @@ type Reconciler struct {
 	held       *podsource.HeldEvents // the holds recorded as events, by every group's checker
 	recheck    time.Duration
 	// breakerHeld are the groups whose last check the Breaker held back:
-	// the events that can close the Breaker enqueue them again. Each is
-	// true once an event has enqueued it since that check ended: the
-	// next event need not, as the check still to come reads the cache
-	// that both events left (see breakerHeldGroups). inCheck are the
-	// groups being judged now, which every such event enqueues again.
+	// the events that can close the Breaker enqueue them again (see
+	// breakerHold). inCheck are the groups being judged now, which every
+	// such event enqueues again.
 	heldMu      sync.Mutex
-	breakerHeld map[types.NamespacedName]bool
+	breakerHeld map[types.NamespacedName]breakerHold
 	inCheck     map[types.NamespacedName]int
 	// fencingHeld are, per group, the pods its last check held back for
 	// fencing, with when a check first did: podhealth_fencing_held_pods
@@ -207,7 +206,7 @@ func New(mgr Manager, opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{cache: mgr.GetClient(), namespaces: namespaces, watched: watched, opts: opts, nodes: nodes, liveNodes: liveNodes, claims: claims, memory: memory, held: held,
 		breaker: heartbeatNodes{nodes: nodes, leases: mgr.GetClient(), clock: now}, recheck: recheck,
-		breakerHeld: make(map[types.NamespacedName]bool), inCheck: make(map[types.NamespacedName]int), fencingHeld: make(map[types.NamespacedName]map[types.UID]time.Time), clock: now,
+		breakerHeld: make(map[types.NamespacedName]breakerHold), inCheck: make(map[types.NamespacedName]int), fencingHeld: make(map[types.NamespacedName]map[types.UID]time.Time), clock: now,
 		live: mgr.GetAPIReader()}
 	if opts.ApplyOutOfService {
 		r.oos = newOutOfService()
@@ -277,18 +276,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // latest.
 func (r *Reconciler) retryAfter(group types.NamespacedName, report health.Report) time.Duration {
 	held := false
+	var heldOn []string
 	var fencing []types.UID
 	for i := range report.Pods {
 		switch p := &report.Pods[i]; p.HeldBack.Reason {
 		case health.HeldByBreaker:
 			held = true
+			if p.Pod != nil && p.Pod.Spec.NodeName != "" && !slices.Contains(heldOn, p.Pod.Spec.NodeName) {
+				heldOn = append(heldOn, p.Pod.Spec.NodeName)
+			}
 		case health.HeldForFencing:
 			if p.Pod != nil {
 				fencing = append(fencing, p.Pod.UID)
 			}
 		}
 	}
-	r.heldByBreaker(group, held)
+	r.heldByBreaker(group, held, heldOn...)
 	r.heldForFencing(group, fencing)
 	after := report.RetryAfter
 	if held && (after == 0 || r.recheck < after) {
@@ -297,13 +300,24 @@ func (r *Reconciler) retryAfter(group types.NamespacedName, report health.Report
 	return after
 }
 
+// breakerHold is a group whose last check the Breaker held back.
+type breakerHold struct {
+	// enqueued is true once an event has enqueued the group since that
+	// check ended: the next event need not, as the check still to come
+	// reads the cache that both events left (see breakerHeldGroups).
+	enqueued bool
+	// nodes are the nodes of the pods it held back: once the Breaker lets
+	// go, the group is judged first if one of them is down (judgedFirst).
+	nodes []string
+}
+
 // heldByBreaker records whether the group's last check was held back by
-// the Breaker.
-func (r *Reconciler) heldByBreaker(group types.NamespacedName, held bool) {
+// the Breaker, and the nodes of the pods it held.
+func (r *Reconciler) heldByBreaker(group types.NamespacedName, held bool, onNodes ...string) {
 	r.heldMu.Lock()
 	defer r.heldMu.Unlock()
 	if held {
-		r.breakerHeld[group] = false
+		r.breakerHeld[group] = breakerHold{nodes: onNodes}
 	} else {
 		delete(r.breakerHeld, group)
 	}
@@ -421,10 +435,11 @@ func (r *Reconciler) breakerHeldGroups(ctx context.Context) []reconcile.Request 
 	r.heldMu.Lock()
 	defer r.heldMu.Unlock()
 	var out []reconcile.Request
-	for group, enqueued := range r.breakerHeld {
-		if _, now := r.inCheck[group]; !enqueued && !now {
+	for group, hold := range r.breakerHeld {
+		if _, now := r.inCheck[group]; !hold.enqueued && !now {
 			out = append(out, reconcile.Request{NamespacedName: group})
-			r.breakerHeld[group] = true
+			hold.enqueued = true
+			r.breakerHeld[group] = hold
 		}
 	}
 	for group := range r.inCheck {

@@ -87,10 +87,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.breaker.memo = memo
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("podhealth").
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).
+		// The priority queue (controller-runtime's default, asked for here
+		// as enqueueHeldFirst needs it) judges first what it adds first.
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers, UsePriorityQueue: new(true)}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podGroup), builder.WithPredicates(predicate.Or(podMayBeDead, r.fencingHeldPodDeleted()))).
-		Watches(&corev1.Node{}, mapNewObject(r.groupsOnNodeAndBreakerHeld), builder.WithPredicates(nodeChangedFor(r.opts.ShutdownTaints))).
-		Watches(&coordinationv1.Lease{}, mapNewObject(r.breakerHeldOnLease), builder.WithPredicates(r.leaseRenewedAfterStale())).
+		Watches(&corev1.Node{}, r.mapNewObject(r.groupsOnNodeAndBreakerHeld), builder.WithPredicates(nodeChangedFor(r.opts.ShutdownTaints))).
+		Watches(&coordinationv1.Lease{}, r.mapNewObject(r.breakerHeldOnLease), builder.WithPredicates(r.leaseRenewedAfterStale())).
 		WatchesRawSource(r.breakerWatch(breakerWatchInterval))
 	if r.watched == nil {
 		// The namespaced mode reads no Namespace: its namespaces are
@@ -109,18 +111,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 // mapNewObject is handler.EnqueueRequestsFromMapFunc(mapFunc) but for an
 // update, which it maps by its new object only, for map funcs that read
 // only what an update cannot change (a node's name) or nothing of the
-// object at all.
+// object at all; and it enqueues first the groups that judgedFirst picks
+// (enqueueHeldFirst).
 //
 // Why: EnqueueRequestsFromMapFunc maps an update's old object and its new
 // one, so each node or Lease event ran breakerHeldGroups twice, and each
 // run ends the Breaker's shared view and may list the nodes afresh: as a
 // mass failure's 1,000 nodes came back, those listings were 38 % of the
 // controller's CPU, half of them second runs.
-func mapNewObject(mapFunc handler.MapFunc) handler.EventHandler {
+func (r *Reconciler) mapNewObject(mapFunc handler.MapFunc) handler.EventHandler {
 	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for _, req := range mapFunc(ctx, obj) {
-			q.Add(req)
-		}
+		r.enqueueHeldFirst(ctx, q, mapFunc(ctx, obj))
 	}
 	// handler.Funcs gives the initial listing's events the priority queue's
 	// low priority, as EnqueueRequestsFromMapFunc does.
