@@ -33,15 +33,21 @@ func heldStatefulPod(t *testing.T) *corev1.Pod {
 // An operator that builds its Checker in every reconcile, as the docs
 // allow, over a node cache that never syncs: the reads of the first
 // reconcile pay the timeout, and the next reconciles pay none, because
-// the checkers of one manager share their node readers.
+// the checkers of one manager share their node readers: they read through
+// one background probe at a time, each lasting the timeout.
 func TestCheckersBuiltPerReconcileShareOneStallGuard(t *testing.T) {
-	old := crh.SetReadTimeout(200 * time.Millisecond)
+	const timeout = time.Second
+	old := crh.SetReadTimeout(timeout)
 	t.Cleanup(func() { crh.SetReadTimeout(old) })
-	var nodeReads atomic.Int32
+	var nodeReads, inFlight, mostInFlight atomic.Int32
 	stalled := interceptor.NewClient(apiServer(t, objects(heldStatefulPod(t))...), interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if _, ok := obj.(*corev1.Node); ok {
 				nodeReads.Add(1)
+				n := inFlight.Add(1)
+				defer inFlight.Add(-1)
+				for m := mostInFlight.Load(); n > m && !mostInFlight.CompareAndSwap(m, n); m = mostInFlight.Load() {
+				}
 				<-ctx.Done() // the node informer never syncs
 				return ctx.Err()
 			}
@@ -50,14 +56,25 @@ func TestCheckersBuiltPerReconcileShareOneStallGuard(t *testing.T) {
 	})
 	mgr := &manager{cache: stalled, live: stalled}
 	memory := &health.Memory{}
+	var afterFirst time.Time
 	for i := range 5 {
 		checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{Health: health.Options{Memory: memory}})
 		require.NoError(t, err)
+		started := time.Now()
 		report, err := checker.CheckReport(context.Background())
 		require.NoError(t, err)
 		require.ErrorIs(t, report.NodeEvidence, health.ErrNodesUnavailable, "reconcile %d", i)
+		if i == 0 {
+			afterFirst = time.Now()
+			continue
+		}
+		require.Less(t, time.Since(started), timeout, "reconcile %d waited on the stalled cache", i)
 	}
-	require.LessOrEqual(t, int(nodeReads.Load()), 2, "node reads over five reconciles: one timed out, at most one probe since")
+	require.Equal(t, int32(1), mostInFlight.Load(), "one node read at a time: the first reconcile's, then one probe at a time")
+	// Each probe lasts the timeout and the next starts after it: over the
+	// later reconciles, one probe and one more per timeout they took.
+	probes := int(nodeReads.Load()) - 1
+	require.LessOrEqual(t, probes, 1+int(time.Since(afterFirst)/timeout), "node reads over five reconciles: one timed out, then the probes")
 }
 
 // Checkers built per reconcile over one manager record one event for a
