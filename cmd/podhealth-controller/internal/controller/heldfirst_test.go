@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -78,7 +79,9 @@ func TestOnceTheBreakerLetsGoTheGroupsHeldOnANodeStillDownAreJudgedFirst(t *test
 			defer q.ShutDown()
 			bring(r, q)
 			got := drain(t, q)
-			require.Len(t, got, 303, "every held group is judged")
+			// A tick of the watch under way as it stopped may add a group
+			// drained already: each is judged, once or more.
+			require.Len(t, sets.New(got...), 303, "every held group is judged")
 			require.ElementsMatch(t, first, got[:3], "the groups held on a node still down come first")
 		})
 	}
