@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -212,7 +213,7 @@ func retryAfter(failures int, interval time.Duration) time.Duration {
 	}
 	d := retryFirst << min(failures-2, 10)
 	d = min(d, retryMax, interval)
-	return d/2 + rand.N(d/2+1)
+	return wait.Jitter(d/2, 1)
 }
 
 // sleepCtx sleeps for d, or until ctx ends: false then.

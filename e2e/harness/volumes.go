@@ -186,7 +186,7 @@ func (a *Attacher) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		list, err := a.client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			sleep(ctx, 200*time.Millisecond)
+			sleepCtx(ctx, 200*time.Millisecond)
 			continue
 		}
 		for i := range list.Items {
@@ -194,7 +194,7 @@ func (a *Attacher) run(ctx context.Context) {
 		}
 		w, err := a.client.StorageV1().VolumeAttachments().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, TimeoutSeconds: ptr.To[int64](1)})
 		if err != nil {
-			sleep(ctx, 200*time.Millisecond)
+			sleepCtx(ctx, 200*time.Millisecond)
 			continue
 		}
 		for ev := range w.ResultChan() {
@@ -203,15 +203,6 @@ func (a *Attacher) run(ctx context.Context) {
 			}
 		}
 		w.Stop()
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 
