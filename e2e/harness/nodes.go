@@ -36,7 +36,11 @@ type Node struct {
 	// Ready=True; before it, Ready=False since readySince.
 	bootingUntil time.Time
 	lastBeat     time.Time // time of the last fully successful heartbeat
-	lastErr      error     // error of the last heartbeat, nil if it succeeded
+	// reportedAt is when the API server answered the first fully
+	// successful heartbeat since the node was added, recovered or booted;
+	// zero until then.
+	reportedAt time.Time
+	lastErr    error // error of the last heartbeat, nil if it succeeded
 }
 
 // AddNode creates a Ready node named name with a Lease, and starts renewing
@@ -121,7 +125,7 @@ func (n *Node) Recover() {
 	if n.cancel != nil {
 		return
 	}
-	n.readySince = time.Now()
+	n.readySince, n.reportedAt = time.Now(), time.Time{}
 	n.startLoopLocked(rand.N(min(n.cp.opts.HeartbeatInterval, statusFrequency)))
 }
 
@@ -138,7 +142,7 @@ func (n *Node) Boot(notReadyFor time.Duration) {
 		return
 	}
 	now := time.Now()
-	n.readySince, n.bootingUntil = now, now.Add(notReadyFor)
+	n.readySince, n.bootingUntil, n.reportedAt = now, now.Add(notReadyFor), time.Time{}
 	n.startLoopLocked(0)
 }
 
@@ -148,6 +152,16 @@ func (n *Node) LastHeartbeat() time.Time {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.lastBeat
+}
+
+// ReportedAt returns when the API server answered the node's first
+// heartbeat since it was added, recovered or booted, or the zero time if
+// none has been answered yet: until then, the node's Ready condition is
+// the one the node-lifecycle controller last wrote.
+func (n *Node) ReportedAt() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.reportedAt
 }
 
 // Err returns the error of the most recent heartbeat, or nil if it
@@ -245,6 +259,9 @@ func (n *Node) beat(ctx context.Context) error {
 	n.lastErr = err
 	if err == nil {
 		n.lastBeat = now
+		if n.reportedAt.IsZero() {
+			n.reportedAt = time.Now()
+		}
 	}
 	return err
 }

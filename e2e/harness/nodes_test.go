@@ -51,17 +51,106 @@ func TestAFailedHeartbeatIsRetriedWithABackoffBelowTheInterval(t *testing.T) {
 // reports again within a second, not at its next tick an hour later; and
 // no heartbeat is sent once Fail has returned.
 func TestANodeRetriesAFailedHeartbeatBeforeItsNextTick(t *testing.T) {
-	var mu sync.Mutex
-	requests, failuresLeft := 0, 3
+	server := startHeartbeatServer(t, 3)
+	n := &Node{cp: &ControlPlane{opts: Options{HeartbeatInterval: time.Hour}, heartbeats: server.client}, name: "n1"}
+	n.mu.Lock()
+	n.startLoopLocked(0)
+	n.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for n.LastHeartbeat().IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat succeeded within 5 s of three failures (last error: %v)", n.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := n.Err(); err != nil {
+		t.Errorf("Err after a heartbeat succeeded: %v", err)
+	}
+	if n.ReportedAt().Before(n.LastHeartbeat()) {
+		t.Errorf("ReportedAt %v, before the heartbeat it answered was sent (%v)", n.ReportedAt(), n.LastHeartbeat())
+	}
+	n.Fail()
+	after := server.count()
+	if after != 5 { // three failed status PATCHes, one that succeeded, the Lease's
+		t.Errorf("%d requests, want 5", after)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := server.count(); got != after {
+		t.Errorf("%d requests after Fail returned", got-after)
+	}
+}
+
+// A recovered node has not reported until the API server answers its first
+// heartbeat since the recovery: ReportedAt is zero or later than the
+// recovery, and stays put at the later heartbeats.
+func TestARecoveredNodeReportsAtItsFirstAnsweredHeartbeat(t *testing.T) {
+	server := startHeartbeatServer(t, 0)
+	n := &Node{cp: &ControlPlane{opts: Options{HeartbeatInterval: 50 * time.Millisecond}, heartbeats: server.client}, name: "n1"}
+	n.mu.Lock()
+	n.startLoopLocked(0)
+	n.mu.Unlock()
+	defer n.Fail()
+	first := waitReported(t, n)
+	time.Sleep(200 * time.Millisecond) // about four more heartbeats
+	n.Fail()
+	if server.count() < 4 {
+		t.Fatalf("%d requests: the node did not beat again after its report", server.count())
+	}
+	if got := n.ReportedAt(); !got.Equal(first) {
+		t.Errorf("ReportedAt moved from %v to %v while the node beat", first, got)
+	}
+	recovered := time.Now()
+	n.Recover()
+	if got := n.ReportedAt(); !got.IsZero() && got.Before(recovered) {
+		t.Errorf("ReportedAt just after Recover = %v, the report before the failure", got)
+	}
+	if again := waitReported(t, n); !again.After(recovered) {
+		t.Errorf("ReportedAt after the recovery = %v, not after it (%v)", again, recovered)
+	}
+}
+
+// waitReported waits up to 5 s for n's ReportedAt, and returns it.
+func waitReported(t *testing.T, n *Node) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for n.ReportedAt().IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat answered within 5 s (last error: %v)", n.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n.ReportedAt()
+}
+
+// heartbeatServer is a loopback API server for heartbeats: it answers a
+// node's status PATCH and its Lease's, failing the first ones as asked.
+type heartbeatServer struct {
+	client *kubernetes.Clientset
+
+	mu                     sync.Mutex
+	requests, failuresLeft int
+}
+
+func (s *heartbeatServer) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
+// startHeartbeatServer starts a heartbeatServer that answers 500 to its
+// first failures requests, and stops it when the test ends.
+func startHeartbeatServer(t *testing.T, failures int) *heartbeatServer {
+	t.Helper()
+	s := &heartbeatServer{failuresLeft: failures}
 	server := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		requests++
-		fail := failuresLeft > 0
+		s.mu.Lock()
+		s.requests++
+		fail := s.failuresLeft > 0
 		if fail {
-			failuresLeft--
+			s.failuresLeft--
 		}
-		mu.Unlock()
+		s.mu.Unlock()
 		if fail {
 			http.Error(w, "busy", http.StatusInternalServerError)
 			return
@@ -79,36 +168,11 @@ func TestANodeRetriesAFailedHeartbeatBeforeItsNextTick(t *testing.T) {
 	}
 	server.Listener = listener
 	server.Start()
-	defer server.Close()
+	t.Cleanup(server.Close)
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: server.URL, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{cp: &ControlPlane{opts: Options{HeartbeatInterval: time.Hour}, heartbeats: client}, name: "n1"}
-	n.mu.Lock()
-	n.startLoopLocked(0)
-	n.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
-	for n.LastHeartbeat().IsZero() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no heartbeat succeeded within 5 s of three failures (last error: %v)", n.Err())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := n.Err(); err != nil {
-		t.Errorf("Err after a heartbeat succeeded: %v", err)
-	}
-	n.Fail()
-	mu.Lock()
-	after := requests
-	mu.Unlock()
-	if after != 5 { // three failed status PATCHes, one that succeeded, the Lease's
-		t.Errorf("%d requests, want 5", after)
-	}
-	time.Sleep(300 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	if requests != after {
-		t.Errorf("%d requests after Fail returned", requests-after)
-	}
+	s.client = client
+	return s
 }
