@@ -132,3 +132,52 @@ func TestAHoldRecordsTheNodesOfThePodsItHeld(t *testing.T) {
 	defer r.heldMu.Unlock()
 	require.Equal(t, []string{"d1", "d2"}, r.breakerHeld[group].nodes)
 }
+
+// TestAGroupPutFirstForANodeThatHasReportedSinceGoesBackBehindTheOthers:
+// the Breaker lets go while d2 has not yet reported, so its group is put
+// first with those of the nodes still down; d2 reports before the group's
+// turn. Its check puts it back at the default priority, behind the 300
+// groups that came back with h1, and it is judged after them, once; the
+// groups on nodes still down are judged first as before.
+func TestAGroupPutFirstForANodeThatHasReportedSinceGoesBackBehindTheOthers(t *testing.T) {
+	ctx := context.Background()
+	r, first := recoveredAfterAMassFailure(t)
+	require.NoError(t, r.cache.Create(ctx, node("d2", corev1.ConditionUnknown)))
+	onD2 := types.NamespacedName{Namespace: "shop", Name: "ReplicaSet.apps/on-d2"}
+	r.heldByBreaker(onD2, true, "d2")
+	q := priorityqueue.New[reconcile.Request]("podhealth-test")
+	defer q.ShutDown()
+	r.enqueueHeldFirst(ctx, q, r.breakerClosedGroups(ctx))
+	require.Equal(t, 304, q.Len())
+
+	reported := node("d2", corev1.ConditionTrue)
+	reported.ResourceVersion = ""
+	require.NoError(t, r.cache.Delete(ctx, reported))
+	require.NoError(t, r.cache.Create(ctx, reported))
+
+	// What controller-runtime does with each request and its result.
+	var judged []string
+	putBack := 0
+	for len(judged) < 304 {
+		// A group put back is ready again after a moment, not at once.
+		require.Eventually(t, func() bool { return q.Len() > 0 }, 5*time.Second, time.Millisecond, "%d groups judged, none ready", len(judged))
+		req, _, shutdown := q.GetWithPriority()
+		require.False(t, shutdown)
+		res, err := r.Reconcile(ctx, req)
+		require.NoError(t, err)
+		q.Done(req)
+		if res.Priority != nil {
+			require.Equal(t, onD2.Name, req.Name, "only the group whose node reported is put back")
+			require.Positive(t, res.RequeueAfter)
+			q.AddWithOpts(priorityqueue.AddOpts{After: res.RequeueAfter, Priority: res.Priority}, req)
+			putBack++
+			continue
+		}
+		judged = append(judged, req.Name)
+	}
+	require.Equal(t, 1, putBack)
+	require.Len(t, sets.New(judged...), 304, "every held group is judged, once")
+	require.Zero(t, q.Len())
+	require.ElementsMatch(t, first, judged[:3], "the groups held on a node still down come first")
+	require.Equal(t, onD2.Name, judged[len(judged)-1], "the group whose node reported comes after those that came back before it")
+}

@@ -238,6 +238,9 @@ func GroupOf(pod *corev1.Pod) types.NamespacedName {
 // to.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	defer r.checking(req.NamespacedName)()
+	if r.firstNoLonger(ctx, req.NamespacedName) {
+		return ctrl.Result{RequeueAfter: putBackAfter, Priority: new(0)}, nil
+	}
 	enabled, err := r.enabled(ctx, req.Namespace)
 	if err != nil || !enabled {
 		r.forgetHolds(req.NamespacedName)
@@ -309,6 +312,9 @@ type breakerHold struct {
 	// nodes are the nodes of the pods it held back: once the Breaker lets
 	// go, the group is judged first if one of them is down (judgedFirst).
 	nodes []string
+	// first is true from the group's enqueueing at deadPodPriority to the
+	// start of its check (firstNoLonger).
+	first bool
 }
 
 // heldByBreaker records whether the group's last check was held back by
