@@ -46,9 +46,12 @@ var _ health.NodeLister = heartbeatNodes{}
 // measured on the controller's clock against the kubelets': a controller
 // clock far ahead makes every Lease stale and trips the Breaker; one far
 // behind makes none stale, and the conditions alone count. It is safe for
-// concurrent use: it changes nothing but the nodes it has just listed.
+// concurrent use: it changes no node it lists, but a copy of each that it
+// marks.
 type heartbeatNodes struct {
-	nodes  health.NodeLister // returns new objects, which it may change
+	// nodes returns a new slice, of objects that must not be changed (the
+	// cache's own, see informerNodes).
+	nodes  health.NodeLister
 	leases client.Reader
 	clock  clock.PassiveClock
 	// synced, when not nil, reports whether the Lease cache has synced: a
@@ -99,12 +102,14 @@ func (h heartbeatNodes) list(ctx context.Context, now time.Time) ([]*corev1.Node
 			through = at
 		}
 	}
-	for _, node := range nodes {
+	for i, node := range nodes {
 		age, ok := stale[node.Name]
 		if !ok || health.NodeStateOf(node) != health.NodeReady {
 			continue
 		}
-		markNotReady(node, age, now)
+		// Only the view's copy is marked: node is the cache's.
+		nodes[i] = node.DeepCopy()
+		markNotReady(nodes[i], age, now)
 	}
 	return nodes, through, nil
 }
@@ -137,7 +142,7 @@ func leaseDuration(lease *coordinationv1.Lease) time.Duration {
 	return defaultLeaseDuration
 }
 
-// markNotReady sets node's Ready condition (of the Breaker's own copy) to
+// markNotReady sets node's Ready condition (of the view's own copy) to
 // Unknown.
 func markNotReady(node *corev1.Node, age time.Duration, now time.Time) {
 	cond := corev1.NodeCondition{

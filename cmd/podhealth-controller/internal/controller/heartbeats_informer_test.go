@@ -88,7 +88,10 @@ func breakerOverInformers(tb testing.TB, c cache.Cache, clk clock.PassiveClock, 
 	ctx := context.Background()
 	nodes, err := podhealthcr.NewNodes(c)
 	require.NoError(tb, err)
-	h := heartbeatNodes{nodes: nodes, leases: c, clock: clk}
+	informer, err := c.GetInformer(ctx, &corev1.Node{})
+	require.NoError(tb, err)
+	h := heartbeatNodes{nodes: breakerNodesOf(informer, nodes), leases: c, clock: clk}
+	require.IsType(tb, informerNodes{}, h.nodes, "controller-runtime's cache gives out its node informer's store")
 	if memoize {
 		// A view that only the handlers' reports end (and the Leases'
 		// staleness), so that the test shows they arrive.

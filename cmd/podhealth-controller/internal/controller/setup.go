@@ -71,12 +71,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		return fmt.Errorf("caching the node Leases: %w", err)
 	}
 	r.breaker.synced = leases.HasSynced
-	// The Breaker's view of the nodes is kept while the informers report
-	// no change that it shows (viewMemo).
+	// The Breaker's view of the nodes reads the informer's store, with no
+	// copy (informerNodes), and is kept while the informers report no
+	// change that it shows (viewMemo).
 	nodes, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{})
 	if err != nil {
 		return fmt.Errorf("caching the nodes: %w", err)
 	}
+	r.breaker.nodes = breakerNodesOf(nodes, r.breaker.nodes)
 	memo := r.newViewMemo()
 	if _, err := nodes.AddEventHandler(memo.nodeHandler()); err != nil {
 		return fmt.Errorf("watching the nodes for the Breaker: %w", err)
