@@ -46,11 +46,10 @@ func (r *Reconciler) breakerClosedGroups(ctx context.Context) []reconcile.Reques
 	r.heldMu.Lock()
 	defer r.heldMu.Unlock()
 	out := make([]reconcile.Request, 0, len(r.breakerHeld))
-	for group, hold := range r.breakerHeld {
+	for group := range r.breakerHeld {
 		out = append(out, reconcile.Request{NamespacedName: group})
-		hold.enqueued = true
-		r.breakerHeld[group] = hold
 	}
+	clear(r.notEnqueued)
 	return out
 }
 

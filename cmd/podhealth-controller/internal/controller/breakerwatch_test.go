@@ -72,6 +72,12 @@ func TestTheHeldGroupsComeBackWhenTheBreakerIsSeenClosedWhateverClosedIt(t *test
 	// Once judged, a group that is not held is not brought back.
 	r.heldByBreaker(web, false)
 	require.Equal(t, []string{db.String()}, requestNames(r.breakerClosedGroups(ctx)))
+
+	// db waits in the queue: a node event need not enqueue it again, until
+	// its check ends held once more.
+	require.Empty(t, r.breakerHeldOnLease(ctx, nil), "a group the Breaker's reading enqueued")
+	r.heldByBreaker(db, true)
+	require.Equal(t, []string{db.String()}, requestNames(r.breakerHeldOnLease(ctx, nil)))
 }
 
 // TestTheBreakerWatchEnqueuesTheHeldGroupsUntilItsContextEnds: the source
