@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -323,8 +324,21 @@ const soakStable = 2 * time.Second
 
 // soakBackAt is when workload w is back for good after end: the first
 // instant at or after end from which it stays live for soakStable (or
-// until the history ends). It is zero if there is none.
-func soakBackAt(timeline []soakLiveness, w string, end, historyEnd time.Time) time.Time {
+// until the history ends), or until it is lost again while another of
+// the faults is underway. That fault's own check then judges the
+// workload's return, from its own end (which is after the loss): a pod
+// that came back within the bound and died a second later with the next
+// node that failed is the next fault's to bring back, not this one's.
+// It is zero if there is none.
+func soakBackAt(timeline []soakLiveness, w string, end, historyEnd time.Time, others []soakInjected) time.Time {
+	underway := func(t time.Time) bool {
+		for _, g := range others {
+			if !g.Began.IsZero() && !g.Began.After(t) && (g.Ended.IsZero() || !g.Ended.Before(t)) {
+				return true
+			}
+		}
+		return false
+	}
 	i := sort.Search(len(timeline), func(i int) bool { return timeline[i].At.After(end) })
 	candidate := time.Time{}
 	if i > 0 && timeline[i-1].Live[w] {
@@ -337,6 +351,8 @@ func soakBackAt(timeline []soakLiveness, w string, end, historyEnd time.Time) ti
 			return candidate
 		case l.Live[w] && candidate.IsZero():
 			candidate = l.At
+		case !l.Live[w] && !candidate.IsZero() && underway(l.At):
+			return candidate
 		case !l.Live[w]:
 			candidate = time.Time{}
 		}
@@ -351,10 +367,11 @@ func soakCheckRecovery(h soakHistory, bound time.Duration, t0 time.Time) (map[so
 	timeline := soakTimeline(h.Containers)
 	recovery := map[soakFaultKind][]time.Duration{}
 	var out []soakViolation
-	for _, f := range h.Faults {
+	for i, f := range h.Faults {
+		others := slices.Delete(slices.Clone(h.Faults), i, i+1)
 		worst := time.Duration(0)
 		for _, w := range h.Workloads {
-			back := soakBackAt(timeline, w, f.Ended, h.End)
+			back := soakBackAt(timeline, w, f.Ended, h.End, others)
 			if back.IsZero() || back.Sub(f.Ended) > bound {
 				out = append(out, soakViolation{Invariant: 4,
 					What:    fmt.Sprintf("workload %s had no live pod within %v of the end of fault %s (ended at %.3fs; back at %s)", w, bound, f.Fault, f.Ended.Sub(t0).Seconds(), soakUntil(back, t0)),
@@ -493,5 +510,44 @@ func TestSoakCheckerFindsEachBrokenInvariant(t *testing.T) {
 		require.Empty(t, soakCheck(h, soakRecoveryBound).Violations)
 		h.Fences = []soakFenceSpan{{Node: "node-a", From: at(5), Until: at(11)}}
 		require.NotEmpty(t, soakCheck(h, soakRecoveryBound).Violations, "the fence was lifted before the delete")
+	})
+
+	// The partition ends at 20 s and db-0 is back on node-b at 22 s; node-b
+	// powers off at lost s, which stops both workloads' pods, and is fenced
+	// at 30 s; both are back on node-a at back s.
+	secondFailure := func(lost, back float64) soakHistory {
+		h := clean
+		powerOff := soakInjected{Fault: soakFault{Kind: faultPowerOff, Node: "node-b"}, Began: at(23), Ended: at(30)}
+		h.Faults = []soakInjected{partition, powerOff}
+		h.Containers = append(append([]harness.ContainerEvent(nil), clean.Containers...),
+			nodeEvent(harness.NodeDisconnected, lost, "node-b"),
+			dbPod(harness.ContainerStopped, lost, "node-b", "db-2"), webPod(harness.ContainerStopped, lost, "node-b", "w2"),
+			dbPod(harness.ContainerStarted, back, "node-a", "db-3"), webPod(harness.ContainerStarted, back, "node-a", "w3"))
+		h.End = at(back + 10)
+		return h
+	}
+	t.Run("a workload back within the bound and lost with the next failed node is that failure's to bring back", func(t *testing.T) {
+		got := soakCheck(secondFailure(23, 115), soakRecoveryBound)
+		require.Empty(t, got.Violations, "back 95 s after the partition ended, 85 s after the power off's")
+		require.Equal(t, []time.Duration{2 * time.Second}, got.Recovery[faultPartition])
+		require.Equal(t, []time.Duration{85 * time.Second}, got.Recovery[faultPowerOff])
+	})
+	t.Run("the next failure's bound still holds", func(t *testing.T) {
+		violations := soakCheck(secondFailure(23, 125), soakRecoveryBound).Violations
+		require.NotEmpty(t, violations)
+		for _, v := range violations {
+			require.Equal(t, 4, v.Invariant)
+			require.Contains(t, v.What, "power off", "%s", v)
+		}
+	})
+	t.Run("a workload lost when no other fault is underway was not back", func(t *testing.T) {
+		h := secondFailure(23, 115)
+		h.Faults[1].Began = at(23.5)
+		violations := soakCheck(h, soakRecoveryBound).Violations
+		require.NotEmpty(t, violations)
+		for _, v := range violations {
+			require.Equal(t, 4, v.Invariant)
+			require.Contains(t, v.What, "partition", "%s", v)
+		}
 	})
 }
