@@ -78,19 +78,40 @@ type LeaseProtocol struct {
 	Deadline time.Duration
 }
 
-// LeaseSightings says when a Lease's record was first seen, on the
-// Checker's clock: a watch that delivered it, say. Its answers must be
-// real observations (a record seen at that time, not a timestamp read
-// from the object), or the wait they shorten is no longer measured.
-// Implementations must be safe for concurrent use.
+// LeaseSightings says what a watch of the Leases saw, on the Checker's
+// clock, before any check asked: when it first saw a Lease's record, when
+// it first saw a holder's acquisition, and whether it saw a holder hold a
+// Lease at all. Its answers must be real observations (a record seen at
+// that time, not a timestamp read from the object), or the waits they
+// shorten are no longer measured, and the takeovers they admit no longer
+// proven. Implementations must be safe for concurrent use;
+// podsource/kube.LeaseWatch is one.
 type LeaseSightings interface {
 	// LeaseSeen returns when the record of Lease namespace/name at
 	// resourceVersion was first seen, and false when it was not.
 	LeaseSeen(namespace, name, resourceVersion string) (time.Time, bool)
+	// AcquisitionSeen returns when holder's acquisition of Lease
+	// namespace/name, the record with that acquireTime and
+	// leaseTransitions (whatever its renewals), was first seen, and false
+	// when it was not.
+	AcquisitionSeen(namespace, name, holder string, acquired time.Time, transitions int32) (time.Time, bool)
+	// HolderSeen reports whether a record of Lease namespace/name held
+	// by holder was ever seen: what shows that a pod took part in the
+	// protocol as a holder.
+	HolderSeen(namespace, name, holder string) bool
 }
 
 // DefaultMargin is LeaseOptions.Margin by default.
 const DefaultMargin = 2 * time.Second
+
+// MaxDuration is the longest setting the protocol takes, in any of its
+// places (a Lease's duration, a deadline, a margin): math.MaxInt32
+// seconds, the longest duration a Lease's leaseDurationSeconds states.
+// Three of them add up to less than the longest time.Duration, so no
+// wait computed from them wraps around; longer ones are refused
+// (selffence.Options, LeaseOptions.Margin) or read as no evidence (a
+// pod's AnnotationDeadline).
+const MaxDuration = math.MaxInt32 * time.Second
 
 // LeaseFencer is the Fencer of workloads that fence themselves, named
 // "lease". A pod follows its protocol when it carries
@@ -125,7 +146,12 @@ const DefaultMargin = 2 * time.Second
 //
 // A Lease that another holder took over proves the old holder stopped once
 // the takeover has been seen for the duration plus the deadline plus the
-// Margin (see takenOver; docs/safety.md states the argument).
+// Margin (see takenOver; docs/safety.md states the argument), but only for
+// a pod that this process saw hold the Lease: a record of its holder seen
+// by an earlier check sharing the Memory or by LeaseOptions.Seen. A
+// takeover proves only that the holder it replaced has stopped; a pod
+// never seen holding may be one that writes outside the Lease (a replica
+// on its own volume) and was annotated by mistake, so it gets no proof.
 //
 // No proof, with a detail that says why: a pod without the annotations; an
 // annotation that is not valid; a Lease that is missing, held by none, or
@@ -152,6 +178,8 @@ func NewLeaseFencer(leases LeaseGetter, opts LeaseOptions) (*LeaseFencer, error)
 		return nil, errors.New("fencing: NewLeaseFencer: nil LeaseGetter")
 	case opts.Margin < 0:
 		return nil, fmt.Errorf("fencing: NewLeaseFencer: negative LeaseOptions.Margin %v", opts.Margin)
+	case opts.Margin > MaxDuration:
+		return nil, fmt.Errorf("fencing: NewLeaseFencer: LeaseOptions.Margin %v is longer than MaxDuration (%v)", opts.Margin, MaxDuration)
 	}
 	margin := opts.Margin
 	if margin == 0 {
@@ -231,6 +259,8 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 	if q.Sightings == nil {
 		return health.Fence{Detail: name + ": no record of sightings to measure the wait on: no evidence"}, nil
 	}
+	// The pod is seen holding the Lease: evidence for a later takeover.
+	q.Sightings.FirstSeen(holderKey(pod.Namespace, proto.lease, proto.holder))
 	record := holder + "\x00" + strconv.FormatInt(renewed.UnixNano(), 36) + "\x00" + lease.ResourceVersion + "\x00" + pod.Namespace + "/" + proto.lease
 	first := q.Sightings.FirstSeen(record)
 	if f.seen != nil {
@@ -272,10 +302,18 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 // the margin for the clocks' rates). The record is the new holder's
 // acquisition (holder, acquireTime, leaseTransitions), not its renewals:
 // the wait runs across them, and a Lease taken back and forth is a new
-// acquisition that waits afresh. Without an acquireTime an acquisition
-// cannot be told from the next one, and nothing is proved. The duration is
-// the new record's: the holders of one Lease must share it (docs/safety.md
-// says so among what to check before annotating a workload).
+// acquisition that waits afresh. Its first sighting is this process's
+// earliest: a check sharing the Memory, or the watch (LeaseOptions.Seen).
+// Without an acquireTime an acquisition cannot be told from the next one,
+// and nothing is proved. The duration is the new record's: the holders of
+// one Lease must share it (docs/safety.md says so among what to check
+// before annotating a workload).
+//
+// The argument is about the holder replaced: it proves the pod stopped
+// only if the pod held the Lease. A pod never seen holding it (a replica
+// that writes its own volume, annotated by mistake; a pod first asked
+// about after this process started, the takeover long done) gets no
+// proof, and waits for other evidence (its node gone or out of service).
 func (f *LeaseFencer) takenOver(q health.FenceQuery, lease *coordinationv1.Lease, name, holder string, proto leaseProtocol) (health.Fence, error) {
 	spec := &lease.Spec
 	taken := name + " is held by " + strconv.Quote(holder) + ", not " + strconv.Quote(proto.holder)
@@ -286,6 +324,8 @@ func (f *LeaseFencer) takenOver(q health.FenceQuery, lease *coordinationv1.Lease
 		return health.Fence{Detail: taken + ", and has no positive leaseDurationSeconds: no evidence"}, nil
 	case q.Sightings == nil:
 		return health.Fence{Detail: taken + ": no record of sightings to measure the wait on: no evidence"}, nil
+	case !f.sawHold(q, lease, proto):
+		return health.Fence{Detail: taken + ", and " + strconv.Quote(proto.holder) + " was never seen holding it: a takeover proves only that the holder it replaced stopped: no evidence"}, nil
 	}
 	transitions := int32(0)
 	if spec.LeaseTransitions != nil {
@@ -295,6 +335,13 @@ func (f *LeaseFencer) takenOver(q health.FenceQuery, lease *coordinationv1.Lease
 	wait := addSaturating(addSaturating(duration, proto.deadline), f.margin)
 	acquisition := "takeover\x00" + holder + "\x00" + strconv.FormatInt(spec.AcquireTime.UnixNano(), 36) + "\x00" + strconv.FormatInt(int64(transitions), 10) + "\x00" + lease.Namespace + "/" + lease.Name
 	first := q.Sightings.FirstSeen(acquisition)
+	if f.seen != nil {
+		// A watch that saw this acquisition earlier (and not after this
+		// check's time) moves the start of the wait back to then.
+		if at, ok := f.seen.AcquisitionSeen(lease.Namespace, lease.Name, holder, spec.AcquireTime.Time, transitions); ok && at.Before(first) && !at.After(q.Now) {
+			first = at
+		}
+	}
 	if left := wait - q.Now.Sub(first); left > 0 {
 		return health.Fence{
 			Detail: fmt.Sprintf("%s: taken over, so %s has stopped by the takeover's first sighting + duration %v + deadline %v + margin %v: %v to go",
@@ -308,6 +355,27 @@ func (f *LeaseFencer) takenOver(q health.FenceQuery, lease *coordinationv1.Lease
 		By:     name,
 		Detail: fmt.Sprintf("%s, taken over and first seen so %v ago, past its duration %v + deadline %v + margin %v", taken, q.Now.Sub(first).Round(time.Millisecond), duration, proto.deadline, f.margin),
 	}, nil
+}
+
+// sawHold reports whether this process saw the pod's holder hold lease:
+// a check sharing the Memory read its record before this check, or the
+// watch saw it. A sighting this check makes is not evidence, and is
+// forgotten.
+func (f *LeaseFencer) sawHold(q health.FenceQuery, lease *coordinationv1.Lease, proto leaseProtocol) bool {
+	if f.seen != nil && f.seen.HolderSeen(lease.Namespace, lease.Name, proto.holder) {
+		return true
+	}
+	key := holderKey(lease.Namespace, lease.Name, proto.holder)
+	if q.Sightings.FirstSeen(key).Before(q.Now) {
+		return true
+	}
+	q.Sightings.Forget(key)
+	return false
+}
+
+// holderKey is the Memory's key of a holder seen holding a Lease.
+func holderKey(namespace, lease, holder string) string {
+	return "holder\x00" + namespace + "/" + lease + "\x00" + holder
 }
 
 // stated asks LeaseOptions.Protocol about pod; a panic in it is an error,
@@ -334,6 +402,8 @@ func (p LeaseProtocol) check(pod *corev1.Pod) (leaseProtocol, string) {
 		return out, fmt.Sprintf("LeaseOptions.Protocol's Lease %q is not a Lease name: %s", p.Lease, errs[0])
 	case p.Deadline <= 0:
 		return out, fmt.Sprintf("LeaseOptions.Protocol's Deadline %v is not positive", p.Deadline)
+	case p.Deadline > MaxDuration:
+		return out, fmt.Sprintf("LeaseOptions.Protocol's Deadline %v is longer than MaxDuration (%v)", p.Deadline, MaxDuration)
 	case out.holder == "":
 		return out, "the pod has no name, and LeaseOptions.Protocol's Holder is empty"
 	}
@@ -363,6 +433,8 @@ func leaseProtocolOf(pod *corev1.Pod) (leaseProtocol, string) {
 		return p, fmt.Sprintf("annotation %s=%q is not a duration such as \"10s\"", AnnotationDeadline, raw)
 	case d <= 0:
 		return p, fmt.Sprintf("annotation %s=%q is not positive", AnnotationDeadline, raw)
+	case d > MaxDuration:
+		return p, fmt.Sprintf("annotation %s=%q is longer than %v, the longest setting of the protocol", AnnotationDeadline, raw, MaxDuration)
 	}
 	p.deadline = d
 	if h, ok := pod.Annotations[AnnotationHolder]; ok {

@@ -2,6 +2,8 @@ package fencing_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,7 +160,8 @@ func TestLeaseFencerPassesTheConformanceSuite(t *testing.T) {
 		fencertest.Case{Name: "first sighting, renewed long ago", Query: at(fenceStart.Add(time.Hour)), Want: health.NoProof},
 		fencertest.Case{Name: "a pod outside the protocol", Query: health.FenceQuery{Pod: evictedOn("web", "n1"), Now: fenceStart.Add(time.Hour)}, Earlier: []time.Time{fenceStart}, Want: health.NoProof},
 	))
-	taken := newLeaseFencer(t, newLeases(takenBy("pg-2", renewed, 1, renewed, "8")))
+	taken, err := fencing.NewLeaseFencer(newLeases(takenBy("pg-2", renewed, 1, renewed, "8")), fencing.LeaseOptions{Seen: watchSaw{holders: []string{"pg-1"}}})
+	require.NoError(t, err)
 	require.NoError(t, fencertest.TestFencer(taken,
 		fencertest.Case{Name: "taken over, seen for the wait", Query: at(fenceStart.Add(leaseWait)), Earlier: []time.Time{fenceStart}, Want: health.PodStopped},
 		fencertest.Case{Name: "taken over, a millisecond short", Query: at(fenceStart.Add(leaseWait - time.Millisecond)), Earlier: []time.Time{fenceStart}, Want: health.NoProof},
@@ -199,6 +202,7 @@ func TestLeaseFencerFailsClosed(t *testing.T) {
 		{"no renew time", evictedOn("pg-1", "n1", selfFencing), func() *coordinationv1.Lease { l := lease("pg-1", renewed, "1"); l.Spec.RenewTime = nil; return l }(), nil, "neither a renewTime nor an acquireTime", nil},
 		{"a deadline without a unit", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationDeadline, "10")), lease("pg-1", renewed, "1"), nil, `podhealth.io/fence-deadline="10" is not a duration`, nil},
 		{"a negative deadline", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationDeadline, "-1s")), lease("pg-1", renewed, "1"), nil, "is not positive", nil},
+		{"a deadline past the longest setting", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationDeadline, "1000000h")), lease("pg-1", renewed, "1"), nil, `is longer than 596523h14m7s`, nil},
 		{"a deadline out of range", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationDeadline, "9999999999h")), lease("pg-1", renewed, "1"), nil, "is not a duration", nil},
 		{"no deadline", evictedOn("pg-1", "n1", withAnnotation(fencing.AnnotationLease, "pg")), lease("pg-1", renewed, "1"), nil, "without podhealth.io/fence-deadline", nil},
 		{"not a lease name", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationLease, "PG/x")), lease("pg-1", renewed, "1"), nil, "is not a Lease name", nil},
@@ -370,6 +374,33 @@ func (s seenAt) LeaseSeen(namespace, name, rv string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+func (seenAt) AcquisitionSeen(string, string, string, time.Time, int32) (time.Time, bool) {
+	return time.Time{}, false
+}
+
+func (seenAt) HolderSeen(string, string, string) bool { return false }
+
+// watchSaw is a LeaseSightings that saw holders hold Lease ns/pg, and one
+// acquisition of it at a time.
+type watchSaw struct {
+	holders     []string
+	acquisition string // holder/acquireTime(UnixNano)/transitions
+	at          time.Time
+}
+
+func (w watchSaw) LeaseSeen(string, string, string) (time.Time, bool) { return time.Time{}, false }
+
+func (w watchSaw) AcquisitionSeen(namespace, name, holder string, acquired time.Time, transitions int32) (time.Time, bool) {
+	if namespace == "ns" && name == "pg" && w.acquisition == fmt.Sprintf("%s/%d/%d", holder, acquired.UnixNano(), transitions) {
+		return w.at, true
+	}
+	return time.Time{}, false
+}
+
+func (w watchSaw) HolderSeen(namespace, name, holder string) bool {
+	return namespace == "ns" && name == "pg" && slices.Contains(w.holders, holder)
+}
+
 // A watch that saw the record before any check asked starts the wait at
 // its sighting; one that saw another version, or a time after the check's
 // own, does not; the renewTime still bounds the wait.
@@ -507,8 +538,9 @@ func takenBy(holder string, acquired time.Time, transitions int32, renewed time.
 // deadline plus the margin. The new holder's renewals do not restart the
 // wait; the Lease taken back by the pod is judged as its own again; taken
 // over once more, the new acquisition waits afresh; a fresh Memory waits
-// the whole wait from its first sighting; and a record without an
-// acquireTime, whose acquisitions cannot be told apart, proves nothing.
+// the whole wait from its first sighting (the watch having seen the old
+// holder); and a record without an acquireTime, whose acquisitions cannot
+// be told apart, proves nothing.
 func TestATakeoverOfTheLeaseProvesTheOldHolderStopped(t *testing.T) {
 	ask := func(f *fencing.LeaseFencer, rec *fencertest.Record, now time.Time) health.Fence {
 		t.Helper()
@@ -544,8 +576,10 @@ func TestATakeoverOfTheLeaseProvesTheOldHolderStopped(t *testing.T) {
 		require.Equal(t, health.PodStopped, ask(f, rec, back.Add(leaseWait)).Proves, "its own record unrenewed for the wait")
 	})
 	t.Run("taken over again: the new acquisition waits afresh", func(t *testing.T) {
-		l := newLeases(takenBy("pg-2", fenceStart, 1, fenceStart, "2"))
+		l := newLeases(lease("pg-1", fenceStart.Add(-time.Second), "1"))
 		f, rec := newLeaseFencer(t, l), fencertest.NewRecord()
+		ask(f, rec, fenceStart.Add(-time.Second)) // pg-1 seen holding it
+		l.put(takenBy("pg-2", fenceStart, 1, fenceStart, "2"))
 		ask(f, rec, fenceStart)
 		again := fenceStart.Add(leaseWait - time.Second)
 		l.put(takenBy("pg-2", again, 3, again, "5")) // pg-1 held it in between, unseen
@@ -555,7 +589,8 @@ func TestATakeoverOfTheLeaseProvesTheOldHolderStopped(t *testing.T) {
 	})
 	t.Run("a takeover first seen by a fresh Memory waits the whole wait", func(t *testing.T) {
 		l := newLeases(takenBy("pg-2", fenceStart.Add(-time.Hour), 1, fenceStart, "2"))
-		f := newLeaseFencer(t, l)
+		f, err := fencing.NewLeaseFencer(l, fencing.LeaseOptions{Seen: watchSaw{holders: []string{"pg-1", "pg-2"}}})
+		require.NoError(t, err)
 		late := fenceStart.Add(time.Hour)
 		fresh := fencertest.NewRecord()
 		first := ask(f, fresh, late)
@@ -617,4 +652,81 @@ func TestAProtocolStatedInProcessNeedsNoAnnotation(t *testing.T) {
 	require.ErrorContains(t, err, "LeaseOptions.Protocol panicked about pod ns/boom")
 	require.Equal(t, health.HeldBack, report.Pods[0].Outcome, "fail closed")
 	require.Empty(t, pods.Deletes())
+}
+
+// A takeover proves only that the holder it replaced has stopped. A pod
+// that states the protocol but was never seen holding the Lease (a
+// replica that writes its own volume, annotated by mistake; a pod first
+// asked about after the takeover, by a fresh process) gets no proof,
+// however long the new holder has held it. Seen holding it, by an earlier
+// check or by the watch, it is proven stopped after the wait.
+func TestATakeoverFreesOnlyAPodSeenHoldingTheLease(t *testing.T) {
+	primary := takenBy("pg-1", fenceStart, 1, fenceStart, "2") // the live primary holds it
+	replica := evictedOn("pg-2", "n1", selfFencing)
+	ask := func(f *fencing.LeaseFencer, rec *fencertest.Record, pod *corev1.Pod, now time.Time) health.Fence {
+		t.Helper()
+		fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: pod, Now: now, Sightings: rec.At(now)})
+		require.NoError(t, err)
+		return fence
+	}
+	t.Run("a replica that never held it", func(t *testing.T) {
+		f, rec := newLeaseFencer(t, newLeases(primary)), fencertest.NewRecord()
+		for _, now := range []time.Time{fenceStart, fenceStart.Add(leaseWait), fenceStart.Add(31 * time.Minute)} {
+			fence := ask(f, rec, replica, now)
+			require.Equal(t, health.NoProof, fence.Proves, "at %s", now)
+			require.Contains(t, fence.Detail, `"pg-2" was never seen holding it`)
+			require.Zero(t, fence.RetryAfter, "only an event can change this answer")
+		}
+	})
+	t.Run("the old primary, seen holding it by an earlier check", func(t *testing.T) {
+		l := newLeases(lease("pg-2", fenceStart.Add(-time.Minute), "1"))
+		f, rec := newLeaseFencer(t, l), fencertest.NewRecord()
+		require.Equal(t, health.NoProof, ask(f, rec, replica, fenceStart.Add(-time.Minute)).Proves)
+		l.put(primary)
+		require.Equal(t, health.NoProof, ask(f, rec, replica, fenceStart).Proves)
+		require.Equal(t, health.PodStopped, ask(f, rec, replica, fenceStart.Add(leaseWait)).Proves)
+	})
+	t.Run("the old primary, seen holding it by the watch", func(t *testing.T) {
+		f, err := fencing.NewLeaseFencer(newLeases(primary), fencing.LeaseOptions{Seen: watchSaw{holders: []string{"pg-2"}}})
+		require.NoError(t, err)
+		rec := fencertest.NewRecord()
+		require.Equal(t, health.NoProof, ask(f, rec, replica, fenceStart).Proves)
+		require.Equal(t, health.PodStopped, ask(f, rec, replica, fenceStart.Add(leaseWait)).Proves)
+	})
+}
+
+// A takeover that the watch saw before any check asked starts the wait at
+// the watch's sighting, as an unrenewed record's does: a takeover seen 5
+// minutes before the first check proves the old holder stopped at once.
+// The watch's time for another acquisition, or after the check's own,
+// counts for nothing.
+func TestATakeoversWaitStartsAtTheWatchsSighting(t *testing.T) {
+	taken := takenBy("pg-2", fenceStart.Add(-5*time.Minute), 3, fenceStart, "9")
+	acq := func(holder string, transitions int32) string {
+		return fmt.Sprintf("%s/%d/%d", holder, fenceStart.Add(-5*time.Minute).UnixNano(), transitions)
+	}
+	for _, tt := range []struct {
+		name string
+		saw  watchSaw
+		want time.Duration // RetryAfter at fenceStart; 0: proof
+	}{
+		{"seen 5 minutes before the first check", watchSaw{holders: []string{"pg-1"}, acquisition: acq("pg-2", 3), at: fenceStart.Add(-5 * time.Minute)}, 0},
+		{"seen 10 s before", watchSaw{holders: []string{"pg-1"}, acquisition: acq("pg-2", 3), at: fenceStart.Add(-10 * time.Second)}, leaseWait - 10*time.Second},
+		{"another acquisition seen", watchSaw{holders: []string{"pg-1"}, acquisition: acq("pg-2", 2), at: fenceStart.Add(-5 * time.Minute)}, leaseWait},
+		{"seen after the check", watchSaw{holders: []string{"pg-1"}, acquisition: acq("pg-2", 3), at: fenceStart.Add(time.Second)}, leaseWait},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := fencing.NewLeaseFencer(newLeases(taken), fencing.LeaseOptions{Seen: tt.saw})
+			require.NoError(t, err)
+			fence, err := f.Fence(context.Background(), health.FenceQuery{Pod: evictedOn("pg-1", "n1", selfFencing), Now: fenceStart, Sightings: fencertest.NewRecord().At(fenceStart)})
+			require.NoError(t, err)
+			if tt.want == 0 {
+				require.Equal(t, health.PodStopped, fence.Proves, fence.Detail)
+				require.Equal(t, fenceStart.Add(-5*time.Minute).Add(leaseWait), fence.Since)
+				return
+			}
+			require.Equal(t, health.NoProof, fence.Proves)
+			require.Equal(t, tt.want, fence.RetryAfter)
+		})
+	}
 }

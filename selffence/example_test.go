@@ -15,9 +15,11 @@ import (
 // the Guard's context. The operator stamps the same settings on the pod
 // template, so the pods state the deadline their Guards enforce.
 func Example() {
-	client := fake.NewClientset() // kubernetes.NewForConfig(config) in a workload
-	opts := selffence.Options{Namespace: "db", Lease: "pg-primary", Identity: "pg-1", Deadline: 10 * time.Second}
-	opts.Exit = func() {} // in this example only: a workload keeps the default, os.Exit(1)
+	client := fake.NewClientset()                                                  // kubernetes.NewForConfig(config) in a workload
+	protocol := selffence.Options{Lease: "pg-primary", Deadline: 10 * time.Second} // the operator's and the workload's
+	opts := protocol
+	opts.Namespace, opts.Identity = "db", "pg-1" // the pod's, from the downward API
+	opts.Exit = func() {}                        // in this example only: a workload keeps the default, os.Exit(1)
 	guard, err := selffence.New(client.CoordinationV1(), opts)
 	if err != nil {
 		fmt.Println(err)
@@ -26,18 +28,20 @@ func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go guard.Run(ctx) //nolint:errcheck // a workload stops when Run returns, and logs why
-	<-guard.Held()
-	writes := guard.Context() // ends when writing must stop
-	fmt.Println("may write:", guard.MayWrite(), writes.Err())
+	// A missing Lease is claimed at once, but written under only once a
+	// holder whose record was deleted would have stopped: 15 s + 10 s +
+	// 2 s later. A workload waits for Held, then writes while MayWrite
+	// says so, or within Context, which ends when writing must stop.
+	fmt.Println("may write:", guard.MayWrite())
 
-	var tmpl corev1.PodTemplateSpec // the operator's side
-	if err := opts.Stamp(&tmpl); err != nil {
+	var tmpl corev1.PodTemplateSpec               // the operator's side
+	if err := protocol.Stamp(&tmpl); err != nil { // every pod holds under its own name
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(tmpl.Annotations)
 	// Output:
-	// may write: true <nil>
+	// may write: false
 	// map[podhealth.io/fence-deadline:10s podhealth.io/fence-lease:pg-primary]
 }
 

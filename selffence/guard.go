@@ -40,18 +40,24 @@ type Guard struct {
 	opts Options
 	lock *resourcelock.LeaseLock
 	name string // namespace/name, for messages
+	log  *asyncLog
 
-	held    chan struct{} // closed once the Lease is held
+	held    chan struct{} // closed once the process may write
 	writing context.Context
 	stop    context.CancelCauseFunc
 	changed chan struct{} // a renewal or the end of holding, for the watchdog
 
 	mu        sync.Mutex
 	ran       bool
-	holding   bool      // from the acquisition until the end of holding
+	holding   bool      // from the claim until the end of holding
 	ended     bool      // holding has ended: never again
 	renewedAt time.Time // the start of the last successful renewal
-	// acquired is the record this process acquired the Lease with, whose
+	// writableFrom is when writing may begin: the claim's start plus the
+	// wait for a holder this Guard could not see (a cleared or deleted
+	// Lease), or the claim's start when the Guard saw the previous holder
+	// stop.
+	writableFrom time.Time
+	// acquired is the record this process claimed the Lease with, whose
 	// acquireTime and leaseTransitions every renewal keeps.
 	acquired resourcelock.LeaderElectionRecord
 }
@@ -78,6 +84,7 @@ func New(leases coordinationv1client.LeasesGetter, opts Options) (*Guard, error)
 			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
 		},
 		name:    opts.Namespace + "/" + opts.Lease,
+		log:     newAsyncLog(opts.Logger),
 		held:    make(chan struct{}),
 		changed: make(chan struct{}, 1),
 	}
@@ -86,12 +93,14 @@ func New(leases coordinationv1client.LeasesGetter, opts Options) (*Guard, error)
 }
 
 // MayWrite reports whether the process may write now: it holds the Lease,
-// no renewal has failed, and less than the Lease's duration has passed
-// since the start of its last successful renewal.
+// the wait after its claim is over, no renewal has failed, and less than
+// the Lease's duration has passed since the start of its last successful
+// renewal.
 func (g *Guard) MayWrite() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.holding && !g.ended && g.opts.Clock.Since(g.renewedAt) < g.opts.Duration
+	now := g.opts.Clock.Now()
+	return g.holding && !g.ended && !now.Before(g.writableFrom) && now.Sub(g.renewedAt) < g.opts.Duration
 }
 
 // Context returns a context that ends when the process must stop writing
@@ -100,22 +109,35 @@ func (g *Guard) MayWrite() bool {
 // is held it has not ended, and MayWrite is false: wait for Held.
 func (g *Guard) Context() context.Context { return g.writing }
 
-// Held is closed once the Guard holds the Lease.
+// Held is closed once the Guard holds the Lease and the process may
+// write: after the claim, and after the wait that follows a claim of a
+// Lease whose last holder the Guard could not see.
 func (g *Guard) Held() <-chan struct{} { return g.held }
 
-// Run acquires the Lease, then renews it every RenewInterval until ctx
+// Run claims the Lease, then renews it every RenewInterval until ctx
 // ends or a renewal fails; it returns ctx's error, or a *LostError. It
-// runs once. From the acquisition on, whatever Run returns, the process
-// is stopped (Options.Exit) at the expiry of the last successful renewal
+// runs once. From the claim on, whatever Run returns, the process is
+// stopped (Options.Exit) at the expiry of the last successful renewal
 // plus Deadline less StopTakes, unless it has exited before: a workload
 // that must go on running without writing cannot use a Guard.
 //
-// It acquires a Lease that is missing, or whose record it has seen
-// unchanged for the record's duration (or Duration, if longer) plus
-// Deadline plus Margin, whoever holds it, its own identity too: by then
-// the previous holder, a process of the same pod included, has stopped,
-// whether or not it listened. Every holder of one Lease must use the same
-// Deadline (Stamp them from one Options).
+// Whom it waits for before the process may write:
+//   - a Lease that names a holder (another one, or its own identity: a
+//     previous process of the same pod) is claimed only once the Guard
+//     has seen that record unchanged for the record's duration (or
+//     Duration, if longer) plus Deadline plus Margin: by then the holder
+//     has been stopped, whether or not it listened; the process may
+//     write at once;
+//   - a Lease that is missing, or names no holder, cannot tell "never
+//     held" from "its holder's record was deleted or cleared under it"
+//     (an admin forcing a failover, a Lease recreated): a holder may
+//     still write until its next renewal fails, and be stopped only at
+//     its deadline. The Guard claims it at once, so that no other Guard
+//     takes it, and renews it, but the process may write only once that
+//     same wait has passed since the claim started.
+//
+// Every holder of one Lease must use the same Duration and Deadline
+// (Stamp them from one Options).
 func (g *Guard) Run(ctx context.Context) error {
 	g.mu.Lock()
 	if g.ran {
@@ -125,32 +147,33 @@ func (g *Guard) Run(ctx context.Context) error {
 	g.ran = true
 	g.mu.Unlock()
 
-	if err := g.acquire(ctx); err != nil {
+	if err := g.claim(ctx); err != nil {
 		g.end(err)
 		return err
 	}
-	go g.watchdog()
 	err := g.renew(ctx)
 	g.end(err)
 	return err
 }
 
-// acquire waits until the Lease is held, or ctx ends.
-func (g *Guard) acquire(ctx context.Context) error {
+// claim waits until the Lease is claimed, or ctx ends. From the claim on,
+// the watchdog runs: nothing that may block (a log, in particular) comes
+// between the claim and the watchdog's start.
+func (g *Guard) claim(ctx context.Context) error {
 	var observed *resourcelock.LeaderElectionRecord // the record last read
 	var observedAt time.Time                        // when it was first read
 	for {
-		record, ok, err := g.tryAcquire(ctx, &observed, &observedAt)
+		record, writableFrom, ok, err := g.tryClaim(ctx, &observed, &observedAt)
 		if ok {
 			g.mu.Lock()
-			g.holding, g.renewedAt, g.acquired = true, record.RenewTime.Time, record
+			g.holding, g.renewedAt, g.writableFrom, g.acquired = true, record.RenewTime.Time, writableFrom, record
 			g.mu.Unlock()
-			close(g.held)
-			g.opts.Logger.Info("acquired the Lease", "lease", g.name, "holder", g.opts.Identity)
+			go g.watchdog()
+			g.log.info("claimed the Lease", "lease", g.name, "holder", g.opts.Identity, "writableFrom", writableFrom)
 			return nil
 		}
 		if err != nil {
-			g.opts.Logger.Info("not acquired yet", "lease", g.name, "reason", err.Error())
+			g.log.info("not claimed yet", "lease", g.name, "reason", err.Error())
 		}
 		if err := g.sleep(ctx, g.opts.RenewInterval); err != nil {
 			return err
@@ -158,9 +181,10 @@ func (g *Guard) acquire(ctx context.Context) error {
 	}
 }
 
-// tryAcquire makes one attempt, returning the record it wrote, whose
-// renewTime is the start of the write on the process's clock.
-func (g *Guard) tryAcquire(ctx context.Context, observed **resourcelock.LeaderElectionRecord, observedAt *time.Time) (resourcelock.LeaderElectionRecord, bool, error) {
+// tryClaim makes one attempt, returning the record it wrote, whose
+// renewTime is the start of the write on the process's clock, and when
+// the process may write.
+func (g *Guard) tryClaim(ctx context.Context, observed **resourcelock.LeaderElectionRecord, observedAt *time.Time) (resourcelock.LeaderElectionRecord, time.Time, bool, error) {
 	var none resourcelock.LeaderElectionRecord
 	rctx, cancel := context.WithTimeout(ctx, g.opts.RenewInterval)
 	defer cancel()
@@ -170,44 +194,82 @@ func (g *Guard) tryAcquire(ctx context.Context, observed **resourcelock.LeaderEl
 	now := g.opts.Clock.Now()
 	switch {
 	case apierrors.IsNotFound(err):
-		mine := g.record(g.opts.Clock.Now(), 0)
+		// Missing: never held, or deleted under a holder that may still
+		// write. Claimed now; written only after the wait.
+		start := g.opts.Clock.Now()
+		mine := g.record(start, 0)
 		if err := g.lock.Create(rctx, mine); err != nil {
-			return none, false, fmt.Errorf("creating the Lease: %w", err)
+			return none, time.Time{}, false, fmt.Errorf("creating the Lease: %w", err)
 		}
-		return mine, true, nil
+		return mine, start.Add(g.wait(0)), true, nil
 	case err != nil:
-		return none, false, fmt.Errorf("reading the Lease: %w", err)
+		return none, time.Time{}, false, fmt.Errorf("reading the Lease: %w", err)
 	}
 	if *observed == nil || !sameRecord(**observed, *record) {
 		*observed, *observedAt = record, now
 	}
+	start := g.opts.Clock.Now()
+	writableFrom := start
 	if record.HolderIdentity != "" {
 		// The holder writes until its Lease expires, and its processes
 		// are stopped by the deadline after that, whether or not they
 		// listened (a workload behind the sidecar may not ask): only then
 		// may this one write.
-		wait := max(time.Duration(record.LeaseDurationSeconds)*time.Second, g.opts.Duration) + g.opts.Deadline + g.opts.Margin
+		wait := g.wait(record.LeaseDurationSeconds)
 		if seen := g.opts.Clock.Since(*observedAt); seen < wait {
-			return none, false, fmt.Errorf("held by %q, its record seen unchanged for %s of %s", record.HolderIdentity, seen.Round(time.Millisecond), wait)
+			return none, time.Time{}, false, fmt.Errorf("held by %q, its record seen unchanged for %s of %s", record.HolderIdentity, seen.Round(time.Millisecond), wait)
 		}
+	} else {
+		// No holder: never held, or cleared under a holder that may
+		// still write until its next renewal fails. Claimed now; written
+		// only after the wait.
+		writableFrom = start.Add(g.wait(record.LeaseDurationSeconds))
 	}
-	mine := g.record(g.opts.Clock.Now(), record.LeaderTransitions+1)
+	mine := g.record(start, record.LeaderTransitions+1)
 	if err := g.lock.Update(rctx, mine); err != nil {
-		return none, false, fmt.Errorf("taking the Lease over: %w", err)
+		return none, time.Time{}, false, fmt.Errorf("claiming the Lease: %w", err)
 	}
-	return mine, true, nil
+	return mine, writableFrom, true, nil
+}
+
+// wait is how long a holder of a Lease whose record states
+// recordSeconds may write and then take to stop: the longer of that
+// duration and Duration, plus Deadline plus Margin. It saturates: a
+// record's duration is at most math.MaxInt32 seconds, and Options refuse
+// longer settings, so it never wraps around to a short wait.
+func (g *Guard) wait(recordSeconds int) time.Duration {
+	d := g.opts.Duration
+	if recorded := durationOfSeconds(recordSeconds); recorded > d {
+		d = recorded
+	}
+	return addSaturating(addSaturating(d, g.opts.Deadline), g.opts.Margin)
 }
 
 // renew renews the Lease every RenewInterval, from the start of the last
-// successful renewal, until ctx ends or a renewal fails.
+// successful renewal, until ctx ends, a renewal fails, or writing has
+// ended (the watchdog saw the Lease expire): a process that no longer
+// writes must not keep the Lease from its successor.
 func (g *Guard) renew(ctx context.Context) error {
 	for {
 		g.mu.Lock()
+		ended := g.ended
 		next := g.renewedAt.Add(g.opts.RenewInterval)
 		expiry := g.renewedAt.Add(g.opts.Duration)
+		announce := !g.announced() && g.writableFrom.Before(next)
+		wake := next
+		if announce {
+			wake = g.writableFrom
+		}
 		g.mu.Unlock()
-		if err := g.sleep(ctx, next.Sub(g.opts.Clock.Now())); err != nil {
+		if ended {
+			return g.lost(ErrExpired)
+		}
+		if err := g.sleep(ctx, wake.Sub(g.opts.Clock.Now())); err != nil {
 			return err
+		}
+		if announce {
+			g.announce()
+			continue
 		}
 		start := g.opts.Clock.Now()
 		if !start.Before(expiry) {
@@ -229,9 +291,40 @@ func (g *Guard) renew(ctx context.Context) error {
 			return g.lost(ErrExpired)
 		}
 		g.mu.Lock()
+		if g.ended {
+			// The watchdog ended writing while the renewal was in flight
+			// (its expiry passed between the checks above): the renewal
+			// revives nothing, and no more are sent.
+			g.mu.Unlock()
+			return g.lost(ErrExpired)
+		}
 		g.renewedAt = start
 		g.mu.Unlock()
 		g.signal()
+	}
+}
+
+// announced reports whether Held is closed.
+func (g *Guard) announced() bool {
+	select {
+	case <-g.held:
+		return true
+	default:
+		return false
+	}
+}
+
+// announce closes Held once the wait after the claim is over, if writing
+// has not ended meanwhile.
+func (g *Guard) announce() {
+	g.mu.Lock()
+	ok := g.holding && !g.ended && !g.opts.Clock.Now().Before(g.writableFrom) && !g.announced()
+	if ok {
+		close(g.held)
+	}
+	g.mu.Unlock()
+	if ok {
+		g.log.info("may write", "lease", g.name, "holder", g.opts.Identity)
 	}
 }
 
@@ -250,7 +343,7 @@ func (g *Guard) record(start time.Time, transitions int) resourcelock.LeaderElec
 // lost ends holding for err.
 func (g *Guard) lost(err error) error {
 	lost := &LostError{Lease: g.name, Err: err}
-	g.opts.Logger.Info("stopped writing: a renewal failed", "lease", g.name, "reason", err.Error())
+	g.log.info("stopped writing: a renewal failed", "lease", g.name, "reason", err.Error())
 	return lost
 }
 
@@ -272,7 +365,9 @@ func (g *Guard) signal() {
 
 // watchdog ends writing when the Lease expires unrenewed, and stops the
 // process at the expiry plus Deadline less StopTakes once holding has
-// ended, whether or not the workload listened.
+// ended, whether or not the workload listened. Between a deadline and
+// Exit there is nothing that can block: its log line is queued, not
+// written.
 func (g *Guard) watchdog() {
 	for {
 		g.mu.Lock()
@@ -281,7 +376,7 @@ func (g *Guard) watchdog() {
 		expiry := renewedAt.Add(g.opts.Duration)
 		if ended {
 			g.waitUntil(expiry.Add(g.opts.Deadline - g.opts.StopTakes))
-			g.opts.Logger.Info("stopping the process: the Lease's deadline", "lease", g.name)
+			g.log.info("stopping the process: the Lease's deadline", "lease", g.name)
 			g.opts.Exit()
 			return
 		}

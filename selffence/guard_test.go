@@ -97,6 +97,12 @@ func (s *leaseServer) write(l *coordinationv1.Lease) (*coordinationv1.Lease, err
 	return l, nil
 }
 
+// leaseExists reports whether the Lease has been created.
+func leaseExists(s *leaseServer) bool {
+	_, err := s.Tracker().Get(leasesResource, "db", "pg-primary")
+	return err == nil
+}
+
 func (s *leaseServer) lease(t *testing.T) *coordinationv1.Lease {
 	t.Helper()
 	l, err := s.CoordinationV1().Leases("db").Get(context.Background(), "pg-primary", metav1.GetOptions{})
@@ -128,13 +134,76 @@ func runCancel(t *testing.T, s *leaseServer, clk *fakeClock, opts selffence.Opti
 
 // tenSeconds is a Lease of 10 s renewed every 3 s, with a 5 s deadline
 // and a stop that takes 1 s: the process stops 14 s after the start of
-// its last successful renewal.
-var tenSeconds = selffence.Options{Duration: 10 * time.Second, RenewInterval: 3 * time.Second, Deadline: 5 * time.Second}
+// its last successful renewal. A margin of 3 s makes the wait before
+// writing under a Lease whose holder it could not see (10 + 5 + 3 s) six
+// renew intervals.
+var tenSeconds = selffence.Options{Duration: 10 * time.Second, RenewInterval: 3 * time.Second, Deadline: 5 * time.Second, Margin: 3 * time.Second}
+
+// runHeld is run, then steps the clock a renewal at a time through the
+// wait after the claim of the missing Lease (18 s), until the Guard may
+// write; it then zeroes the server's counts of updates, so that a test
+// counts the renewals after that moment, the next one 3 s later.
+func runHeld(t *testing.T, s *leaseServer, clk *fakeClock, opts selffence.Options) (*selffence.Guard, chan error, *atomic.Int32, context.CancelFunc) {
+	t.Helper()
+	g, done, exits, cancel := runCancel(t, s, clk, opts)
+	stepUntilHeld(t, s, clk, g)
+	s.updates.Store(0)
+	s.stored.Store(0)
+	return g, done, exits, cancel
+}
+
+// stepUntilHeld steps clk by 3 s at a time, each step once the renewal's
+// and the watchdog's timers wait, until g may write.
+func stepUntilHeld(t *testing.T, s *leaseServer, clk *fakeClock, g *selffence.Guard) {
+	t.Helper()
+	for i := 0; ; i++ {
+		awaitWaiters(t, clk, 2) // asleep: after any announcement
+		select {
+		case <-g.Held():
+			return
+		default:
+		}
+		require.Less(t, i, 20, "never held")
+		before := s.stored.Load()
+		clk.Step(3 * time.Second)
+		require.Eventually(t, func() bool { return s.stored.Load() > before }, 5*time.Second, time.Millisecond, "a renewal during the wait")
+	}
+}
+
+// A missing Lease may never have been held, or may have been deleted
+// under a holder that still writes until its next renewal fails: the
+// Guard claims it at once (no other Guard takes it then) and renews it,
+// but writes only once the holder it could not see would have been
+// stopped, 10 + 5 + 3 s after the claim.
+func TestAGuardClaimsAMissingLeaseAndWritesOnlyOnceAnUnseenHolderWouldHaveStopped(t *testing.T) {
+	s, clk := newLeaseServer(t), newFakeClock()
+	g, _, exits := run(t, s, clk, tenSeconds)
+	require.Eventually(t, func() bool { return leaseExists(s) }, 5*time.Second, time.Millisecond, "claimed at once")
+	claimed := clk.Now()
+	for range 5 { // renewals at 3 to 15 s: claimed, not writing
+		awaitWaiters(t, clk, 2)
+		require.False(t, g.MayWrite(), "%s after the claim", clk.Now().Sub(claimed))
+		clk.Step(3 * time.Second)
+	}
+	awaitWaiters(t, clk, 2)
+	clk.Step(3*time.Second - time.Millisecond)
+	awaitWaiters(t, clk, 2)
+	require.False(t, g.MayWrite(), "17.999 s after the claim")
+	select {
+	case <-g.Held():
+		t.Fatal("Held before the wait ended")
+	default:
+	}
+	clk.Step(time.Millisecond)
+	<-g.Held()
+	require.True(t, g.MayWrite(), "18 s after the claim")
+	require.Equal(t, int32(6), s.stored.Load(), "renewed all along")
+	require.Zero(t, exits.Load())
+}
 
 func TestAGuardCreatesAMissingLeaseAndWritesWhileItRenews(t *testing.T) {
 	s, clk := newLeaseServer(t), newFakeClock()
-	g, _, exits := run(t, s, clk, tenSeconds)
-	<-g.Held()
+	g, _, exits, _ := runHeld(t, s, clk, tenSeconds)
 	require.True(t, g.MayWrite())
 	l := s.lease(t)
 	require.Equal(t, "pg-1", *l.Spec.HolderIdentity)
@@ -162,6 +231,7 @@ func TestAGuardCreatesAMissingLeaseAndWritesWhileItRenews(t *testing.T) {
 func TestAGuardCountsTheLeaseFromTheStartOfItsLastRenewal(t *testing.T) {
 	s, clk := newLeaseServer(t), newFakeClock()
 	release := make(chan struct{})
+	g, done, exits, _ := runHeld(t, s, clk, tenSeconds)
 	s.setOnUpdate(func(n int32) error {
 		switch n {
 		case 1:
@@ -171,8 +241,6 @@ func TestAGuardCountsTheLeaseFromTheStartOfItsLastRenewal(t *testing.T) {
 		}
 		return nil
 	})
-	g, done, exits := run(t, s, clk, tenSeconds)
-	<-g.Held()
 	start := clk.Now()
 	awaitWaiters(t, clk, 2)
 	clk.Step(3 * time.Second) // the first renewal, at 3 s, answered at 7 s
@@ -207,14 +275,13 @@ func TestAGuardCountsTheLeaseFromTheStartOfItsLastRenewal(t *testing.T) {
 // the process is stopped 14 s after the last successful renewal.
 func TestAGuardStopsOnTheFirstFailedRenewal(t *testing.T) {
 	s, clk := newLeaseServer(t), newFakeClock()
+	g, done, exits, _ := runHeld(t, s, clk, tenSeconds)
 	s.setOnUpdate(func(n int32) error {
 		if n == 2 {
 			return apierrors.NewServiceUnavailable("etcd leader changed")
 		}
 		return nil
 	})
-	g, done, exits := run(t, s, clk, tenSeconds)
-	<-g.Held()
 	awaitWaiters(t, clk, 2)
 	clk.Step(3 * time.Second) // renewed at 3 s
 	awaitWaiters(t, clk, 2)
@@ -237,8 +304,7 @@ func TestAGuardStopsOnTheFirstFailedRenewal(t *testing.T) {
 // meets a Conflict, and writing stops.
 func TestAGuardWhoseLeaseWasTakenOverStops(t *testing.T) {
 	s, clk := newLeaseServer(t), newFakeClock()
-	g, done, _ := run(t, s, clk, tenSeconds)
-	<-g.Held()
+	g, done, _, _ := runHeld(t, s, clk, tenSeconds)
 	taken := s.lease(t)
 	taken.Spec.HolderIdentity = ptr.To("pg-2")
 	_, err := s.write(taken)
@@ -255,8 +321,9 @@ func TestAGuardWhoseLeaseWasTakenOverStops(t *testing.T) {
 // A Lease held by another, or by the pod's own name (a previous process
 // of the same pod may still be writing), is taken only after its record
 // has been seen unchanged for its duration, the deadline and the margin
-// (10 + 5 + 2 s), when its holder has stopped whether or not it
-// listened; a renewal seen meanwhile starts the wait again.
+// (10 + 5 + 3 s), when its holder has stopped whether or not it
+// listened; a renewal seen meanwhile starts the wait again. The process
+// then writes at once.
 func TestAGuardTakesAHeldLeaseOnlyOnceItsHolderHasStopped(t *testing.T) {
 	for _, holder := range []string{"pg-0", "pg-1"} {
 		t.Run("held by "+holder, func(t *testing.T) {
@@ -282,7 +349,7 @@ func TestAGuardTakesAHeldLeaseOnlyOnceItsHolderHasStopped(t *testing.T) {
 				awaitWaiters(t, clk, 1)
 				require.False(t, g.MayWrite(), "%s", clk.Now())
 			}
-			clk.Step(3 * time.Second) // 24 s: 17 s or more since the renewal was seen at 6 s
+			clk.Step(3 * time.Second) // 24 s: 18 s since the renewal was seen at 6 s
 			<-g.Held()
 			require.True(t, g.MayWrite())
 			l := s.lease(t)
@@ -296,8 +363,7 @@ func TestAGuardTakesAHeldLeaseOnlyOnceItsHolderHasStopped(t *testing.T) {
 // stop; after it was held, the process is still stopped at the deadline.
 func TestAGuardStopsTheProcessAtTheDeadlineWhateverEndedRun(t *testing.T) {
 	s, clk := newLeaseServer(t), newFakeClock()
-	g, done, exits, cancelG := runCancel(t, s, clk, tenSeconds)
-	<-g.Held()
+	g, done, exits, cancelG := runHeld(t, s, clk, tenSeconds)
 	g2, err := selffence.New(s.CoordinationV1(), selffence.Options{Namespace: "db", Lease: "pg-primary", Identity: "pg-2", Clock: clk,
 		Exit: func() { t.Error("a Guard that never held stopped the process") }})
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package selffence
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -36,7 +37,8 @@ type Options struct {
 	Namespace, Lease string
 	// Identity is the Lease's holderIdentity while this process holds it:
 	// the pod's name (the downward API's metadata.name), which is the
-	// holder that fencing.LeaseFencer expects. Required by New.
+	// holder that fencing.LeaseFencer expects. Required by New; refused
+	// by Stamp (see Stamp).
 	Identity string
 	// Duration is the Lease's duration, in whole seconds. Zero means
 	// DefaultDuration.
@@ -55,8 +57,12 @@ type Options struct {
 	// means DefaultStopTakes.
 	StopTakes time.Duration
 	// Margin is added to the wait (the Lease's duration plus Deadline)
-	// before a Guard takes over a Lease whose holder stopped renewing it,
-	// for the clocks' rates. Zero means fencing.DefaultMargin.
+	// before a Guard writes under a Lease whose holder stopped renewing
+	// it, or whose holder it could not see, for the clocks' rates. Zero
+	// means fencing.DefaultMargin.
+	//
+	// Every duration here is at most fencing.MaxDuration, the longest a
+	// Lease can state: longer ones are refused.
 	Margin time.Duration
 	// Clock is the process's clock: it must read a monotonic time (the
 	// real clock's does). Nil means the real clock.
@@ -76,6 +82,9 @@ func (o Options) withDefaults(guard bool) (Options, error) {
 	var errs []error
 	if msgs := validation.IsDNS1123Subdomain(o.Lease); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("the Lease %q is not a Lease name: %s", o.Lease, msgs[0]))
+	}
+	if !guard && o.Identity != "" {
+		errs = append(errs, fmt.Errorf("the identity %q is set: the annotations state the protocol for every pod of a template, each holding the Lease under its own name, so a Guard's Identity is its pod's name; stamp without an Identity", o.Identity))
 	}
 	if guard {
 		if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
@@ -118,6 +127,18 @@ func (o Options) withDefaults(guard bool) (Options, error) {
 	if o.Margin < 0 {
 		errs = append(errs, fmt.Errorf("the margin %s is negative", o.Margin))
 	}
+	// A Lease states its duration in an int32 of seconds: a longer one
+	// would be written wrapped around (2^32 + 10 s as 10 s) while the
+	// Guard counted the whole. The other settings are bounded alike, so
+	// that no sum of them wraps around to a short wait.
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{{"duration", o.Duration}, {"renew interval", o.RenewInterval}, {"deadline", o.Deadline}, {"time a stop takes", o.StopTakes}, {"margin", o.Margin}} {
+		if s.d > fencing.MaxDuration {
+			errs = append(errs, fmt.Errorf("the %s %s is longer than %s, the longest a Lease states (math.MaxInt32 seconds)", s.name, s.d, fencing.MaxDuration))
+		}
+	}
 	if len(errs) > 0 {
 		return o, fmt.Errorf("selffence: settings that cannot be kept: %w", errors.Join(errs...))
 	}
@@ -130,8 +151,15 @@ func (o Options) withDefaults(guard bool) (Options, error) {
 // Stamp writes the protocol's annotations on template, from the same
 // settings that the pods' Guards enforce: fencing.AnnotationLease and
 // fencing.AnnotationDeadline. It refuses settings that cannot be kept,
-// and then leaves template as it was. The holder is the pod's name, which
-// is what Identity must be; Stamp writes no fencing.AnnotationHolder.
+// and then leaves template as it was.
+//
+// It states the protocol for every pod of the template, each the Lease's
+// holder under its own name, which is what each pod's Guard must use as
+// its Identity (the downward API's metadata.name) and what the fencer
+// expects. So Stamp refuses a set Identity: a template cannot name each
+// pod's holder, and a Guard whose Identity is not its pod's name would
+// have its own renewals read as another holder's takeover. Stamp with the
+// Options of the Guards less their Identity.
 func (o Options) Stamp(template *corev1.PodTemplateSpec) error {
 	if template == nil {
 		return errors.New("selffence: Stamp: nil pod template")
@@ -146,4 +174,25 @@ func (o Options) Stamp(template *corev1.PodTemplateSpec) error {
 	template.Annotations[fencing.AnnotationLease] = o.Lease
 	template.Annotations[fencing.AnnotationDeadline] = o.Deadline.String()
 	return nil
+}
+
+// durationOfSeconds is a Lease record's duration, which an int32 of
+// seconds bounds (resourcelock widens it to an int).
+func durationOfSeconds(seconds int) time.Duration {
+	switch {
+	case seconds <= 0:
+		return 0
+	case time.Duration(seconds) > fencing.MaxDuration/time.Second:
+		return fencing.MaxDuration
+	}
+	return time.Duration(seconds) * time.Second
+}
+
+// addSaturating adds two Durations that are not negative, saturating at
+// the longest Duration instead of wrapping around.
+func addSaturating(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

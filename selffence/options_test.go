@@ -70,19 +70,30 @@ func TestStampStatesTheSettingsOrNothing(t *testing.T) {
 	require.Error(t, selffence.Options{Lease: "pg-primary"}.Stamp(nil))
 }
 
+// A template states the protocol for every one of its pods, each the
+// holder under its own name: an Identity would be a holder that the
+// fencer, expecting the pod's name, reads as another holder's takeover of
+// the pod's own renewals. Stamp refuses it, and writes nothing.
+func TestStampRefusesAnIdentityThatIsNotEachPodsName(t *testing.T) {
+	var tmpl corev1.PodTemplateSpec
+	err := selffence.Options{Lease: "pg-primary", Identity: "writer-a"}.Stamp(&tmpl)
+	require.ErrorContains(t, err, `the identity "writer-a" is set`)
+	require.Nil(t, tmpl.Annotations)
+}
+
 // The deadline a stamped pod states is the one its Guard enforces: the
 // Guard stops the process before the Lease fencer, reading that pod and
 // that Lease, proves it stopped, however late the fencer first looks.
 func TestAStampedPodIsStoppedBeforeTheFencerProvesItStopped(t *testing.T) {
-	opts := selffence.Options{Lease: "pg-primary", Duration: 10 * time.Second, RenewInterval: 3 * time.Second, Deadline: 5 * time.Second}
+	opts := tenSeconds
+	opts.Lease = "pg-primary"
 	var tmpl corev1.PodTemplateSpec
 	require.NoError(t, opts.Stamp(&tmpl))
 	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
 	pod.Namespace, pod.Name, pod.UID = "db", "pg-1", "pg-1-uid"
 
 	s, clk := newLeaseServer(t), newFakeClock()
-	g, _, exits := run(t, s, clk, opts)
-	<-g.Held()
+	g, _, exits, _ := runHeld(t, s, clk, opts)
 	awaitWaiters(t, clk, 2)
 	clk.Step(3 * time.Second) // the last renewal: the node fails after it
 	require.Eventually(t, func() bool { return s.stored.Load() == 1 }, 5*time.Second, time.Millisecond, "the renewal stored")

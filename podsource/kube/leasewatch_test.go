@@ -63,3 +63,75 @@ func TestLeaseWatchStartsTheWaitWhenTheLastRenewalArrived(t *testing.T) {
 	_, err = kube.NewLeaseWatch(nil, nil)
 	require.ErrorContains(t, err, "nil Lease informer")
 }
+
+// A LeaseWatch remembers each holder it saw hold a Lease, a deleted
+// Lease's too, and when it first saw the current acquisition, across the
+// new holder's renewals: a takeover then frees the old holder's pod from
+// the watch's sighting, while a pod it never saw hold the Lease gets no
+// proof.
+func TestLeaseWatchRemembersHoldersAndWhenATakeoverArrived(t *testing.T) {
+	start := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("db"))
+	watch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases().Informer(), clk)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); factory.Shutdown() }()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	leases := client.CoordinationV1().Leases("db")
+
+	record := func(holder string, acquired time.Time, transitions int32, renewed time.Time) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-primary"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](10),
+				AcquireTime: ptr.To(metav1.NewMicroTime(acquired)), LeaseTransitions: ptr.To(transitions), RenewTime: ptr.To(metav1.NewMicroTime(renewed))},
+		}
+	}
+	_, err = leases.Create(ctx, record("pg-1", start, 0, start), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return watch.HolderSeen("db", "pg-primary", "pg-1") }, 5*time.Second, 10*time.Millisecond)
+
+	clk.Step(time.Minute) // pg-2 takes it over
+	took := clk.Now()
+	_, err = leases.Update(ctx, record("pg-2", took, 1, took), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := watch.AcquisitionSeen("db", "pg-primary", "pg-2", took, 1); return ok }, 5*time.Second, 10*time.Millisecond)
+	clk.Step(3 * time.Second) // and renews
+	_, err = leases.Update(ctx, record("pg-2", took, 1, clk.Now()), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		l, _ := leases.Get(ctx, "pg-primary", metav1.GetOptions{})
+		_, ok := watch.LeaseSeen("db", "pg-primary", l.ResourceVersion)
+		return ok
+	}, 5*time.Second, 10*time.Millisecond)
+	at, ok := watch.AcquisitionSeen("db", "pg-primary", "pg-2", took, 1)
+	require.True(t, ok)
+	require.Equal(t, took, at, "the renewal does not move the acquisition's sighting")
+	_, ok = watch.AcquisitionSeen("db", "pg-primary", "pg-2", took, 2)
+	require.False(t, ok, "another acquisition")
+	require.True(t, watch.HolderSeen("db", "pg-primary", "pg-1"), "the old holder is remembered")
+	require.False(t, watch.HolderSeen("db", "pg-primary", "pg-3"))
+
+	live, err := kube.NewLiveLeases(client.CoordinationV1())
+	require.NoError(t, err)
+	f, err := fencing.NewLeaseFencer(live, fencing.LeaseOptions{Seen: watch})
+	require.NoError(t, err)
+	wait := 10*time.Second + 5*time.Second + fencing.DefaultMargin
+	now := took.Add(wait)
+	for _, tt := range []struct {
+		pod  string
+		want health.Proof
+	}{{"pg-1", health.PodStopped}, {"pg-3", health.NoProof}} {
+		pod := selfFencingPod()
+		pod.Name = tt.pod
+		fence, err := f.Fence(ctx, health.FenceQuery{Pod: pod, Now: now, Sightings: fencertest.NewRecord().At(now)})
+		require.NoError(t, err)
+		require.Equal(t, tt.want, fence.Proves, "%s: %s", tt.pod, fence.Detail)
+	}
+
+	require.NoError(t, leases.Delete(ctx, "pg-primary", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { _, ok := watch.AcquisitionSeen("db", "pg-primary", "pg-2", took, 1); return !ok }, 5*time.Second, 10*time.Millisecond)
+	require.True(t, watch.HolderSeen("db", "pg-primary", "pg-1"), "a deleted Lease's holders are kept")
+}
