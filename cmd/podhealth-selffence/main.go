@@ -32,8 +32,14 @@ func main() {
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, sidecar{
 		leases: leasesFromConfig,
+		start: func() error {
+			if err := checkProcessNamespace(); err != nil {
+				return err
+			}
+			return stopOthers()
+		},
 		stop: func() {
-			killOthers("/proc", os.Getpid())
+			_ = stopOthers() // nothing to do about an error: the process exits
 			os.Exit(1)
 		},
 	})
@@ -43,10 +49,12 @@ func main() {
 	}
 }
 
-// sidecar is what run needs from outside: the Lease client and the stop
-// of the pod's processes (never returning).
+// sidecar is what run needs from outside: the Lease client, the stop of
+// the pod's other processes when it starts (start), and at the deadline
+// (stop, never returning).
 type sidecar struct {
 	leases func(kubeconfig string) (coordinationv1client.LeasesGetter, error)
+	start  func() error
 	stop   func()
 	// opts, when not nil, changes the Guard's options last (tests).
 	opts func(*selffence.Options)
@@ -88,6 +96,17 @@ func parse(args []string, getenv func(string) string) (config, error) {
 	if c.listen == "" && c.file == "" && !c.printAnnotations && !c.version {
 		return c, errors.New("neither --listen nor --file: the workload could not ask whether it may write")
 	}
+	identitySet := false
+	fs.Visit(func(f *flag.Flag) { identitySet = identitySet || f.Name == "identity" })
+	switch podName := getenv("POD_NAME"); {
+	case c.printAnnotations && identitySet:
+		return c, fmt.Errorf("--identity %q with --print-annotations: the annotations state the protocol for every pod of a template, each holding the Lease under its own name; drop --identity", c.opts.Identity)
+	case identitySet && podName != "" && c.opts.Identity != podName:
+		return c, fmt.Errorf("--identity %q is not the pod's name %q ($POD_NAME): the fencer expects the pod's name as the Lease's holder, and would read this one's renewals as another holder's takeover", c.opts.Identity, podName)
+	}
+	if c.printAnnotations {
+		c.opts.Identity = ""
+	}
 	return c, nil
 }
 
@@ -128,6 +147,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
+	// A sidecar that starts may find its pod's workload still running
+	// under a predecessor that was killed without warning (an OOM kill,
+	// a SIGKILL): nothing vouches for what it writes, and a successor's
+	// wait counts on its stop. So it is stopped first, before this
+	// sidecar waits for the Lease or answers anything; the kubelet
+	// restarts it, and it asks again. A may-write file left by the
+	// predecessor goes first, so that the restarted workload does not
+	// read it.
+	if c.file != "" {
+		if err := os.Remove(c.file); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing the may-write file a predecessor left: %w", err)
+		}
+	}
+	if s.start != nil {
+		if err := s.start(); err != nil {
+			return fmt.Errorf("stopping the pod's other processes before anything else: %w", err)
+		}
+	}
 	if c.listen != "" {
 		l, err := net.Listen("tcp", c.listen)
 		if err != nil {
@@ -141,7 +178,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		defer srv.Close()
 	}
 	if c.file != "" {
-		_ = os.Remove(c.file) // a file left by a process before this one says nothing
 		go keepFile(guard, c.file)
 	}
 	err = guard.Run(ctx)
@@ -183,9 +219,10 @@ func keepFile(g *selffence.Guard, path string) {
 	}
 	<-g.Context().Done()
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		// The workload would go on writing: stop it now.
-		klog.Background().Error(err, "removing the may-write file; stopping the pod's processes now", "file", path)
-		killOthers("/proc", os.Getpid())
+		// The workload would go on writing: stop it now, and only then
+		// say why (a log may block).
+		_ = stopOthers()
+		klog.Background().Error(err, "removing the may-write file failed; stopped the pod's processes", "file", path)
 		os.Exit(1)
 	}
 }

@@ -10,9 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,9 +114,14 @@ func TestTheSidecarRefusesWhatItCannotKeep(t *testing.T) {
 		"no pod name":             {[]string{"--lease", "l"}, env(map[string]string{"POD_NAMESPACE": "db"}), "identity is empty"},
 		"no Lease":                {nil, podEnv, "is not a Lease name"},
 		"an argument":             {[]string{"--lease", "l", "extra"}, podEnv, "unexpected arguments"},
+		"the longest deadline":    {[]string{"--lease", "l", "--deadline", "2562047h47m16s"}, podEnv, "longer than 596523h14m7s, the longest a Lease states"},
+		"a duration past int32":   {[]string{"--lease", "l", "--duration", "4294967306s"}, podEnv, "longer than 596523h14m7s, the longest a Lease states"},
+		"another identity":        {[]string{"--lease", "l", "--identity", "writer-a"}, podEnv, `--identity "writer-a" is not the pod's name "pg-1"`},
+		"an identity to print":    {[]string{"--lease", "l", "--identity", "writer-a", "--print-annotations"}, env(nil), `--identity "writer-a" with --print-annotations`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			err := run(context.Background(), tt.args, tt.env, io.Discard, sidecar{leases: leases, stop: func() { t.Error("stopped") }})
+			err := run(context.Background(), tt.args, tt.env, io.Discard, sidecar{leases: leases, stop: func() { t.Error("stopped") },
+				start: func() error { t.Error("started"); return nil }})
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
@@ -140,37 +143,6 @@ func TestASidecarThatNeverHeldTheLeaseStopsNothing(t *testing.T) {
 		stop:   func() { t.Error("stopped the pod without having held the Lease") },
 	})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-}
-
-// killOthers kills every process its proc directory lists but itself and
-// PID 1, and ignores what is not a process.
-func TestKillOthersKillsEveryOtherProcessButPID1AndItself(t *testing.T) {
-	proc := t.TempDir()
-	var children []*exec.Cmd
-	for range 2 {
-		cmd := exec.Command("sleep", "60")
-		require.NoError(t, cmd.Start())
-		children = append(children, cmd)
-		require.NoError(t, os.Mkdir(filepath.Join(proc, strconv.Itoa(cmd.Process.Pid)), 0o755))
-	}
-	for _, name := range []string{"1", strconv.Itoa(os.Getpid()), "self", "net", "0"} {
-		require.NoError(t, os.Mkdir(filepath.Join(proc, name), 0o755))
-	}
-	reaped := make(chan error, len(children))
-	for _, c := range children {
-		go func() { reaped <- c.Wait() }()
-	}
-	require.Equal(t, 2, killOthers(proc, os.Getpid()))
-	for range children {
-		select {
-		case err := <-reaped:
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit)
-			require.Equal(t, "signal: killed", exit.Error())
-		case <-time.After(5 * time.Second):
-			t.Fatal("a process was not killed")
-		}
-	}
 }
 
 func TestTheSidecarPrintsItsVersion(t *testing.T) {
