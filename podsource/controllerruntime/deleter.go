@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,9 +62,10 @@ func NewDeleter(writer client.Writer, namespace string, selector labels.Selector
 //
 // A Deleter of NewOwnedDeleter also sends the pod's resourceVersion as a
 // precondition: a pod that changed since it was listed (another controller
-// adopted it, its owner released it) is not deleted, and the Conflict
-// comes back as a *podsource.OutOfScopeError, not as a Conflict (which a
-// Checker takes for a newer pod holding the name).
+// adopted it, its owner released it) is not deleted, and the answer is an
+// error wrapping ErrPodChanged, not a Conflict (which a Checker takes for
+// a newer pod holding the name). A newer pod that holds the name fails the
+// UID precondition first, and that Conflict comes back as it is.
 //
 // A nil pod, a pod outside the Deleter's scope and a pod without a name or
 // a UID are refused with an error and no request; so is any pod when ctx
@@ -99,15 +101,32 @@ func (d *Deleter) ForceDelete(ctx context.Context, pod *corev1.Pod) error {
 		opts.Preconditions.ResourceVersion = &pod.ResourceVersion
 	}
 	if err := d.writer.Delete(ctx, target, opts); err != nil {
-		if opts.Preconditions.ResourceVersion != nil && apierrors.IsConflict(err) {
-			// Not NameReused: the pod may still be there, changed. The
-			// next check judges it again from a fresher list.
-			return &podsource.OutOfScopeError{Namespace: pod.Namespace, Name: pod.Name, ScopeNamespace: d.namespace,
-				Reason: fmt.Sprintf("the live pod is not the one listed (resourceVersion %s): it changed since, and may no longer be controlled by the deleter's owner (uid %s), or a newer pod holds its name: %v", pod.ResourceVersion, d.owner, err)}
+		if opts.Preconditions.ResourceVersion != nil && apierrors.IsConflict(err) && !uidPreconditionFailed(err) {
+			// Not NameReused: the same pod may still be there, changed.
+			// The error does not unwrap to the Conflict, which a Checker
+			// reads as NameReused; the next check judges the pod again
+			// from a fresher list.
+			return fmt.Errorf("controllerruntime: DELETE pod %s/%s (uid %s) was refused: %w: it changed since it was listed at resourceVersion %s, and may no longer be controlled by the deleter's owner (uid %s); the API server answered: %s",
+				pod.Namespace, pod.Name, pod.UID, ErrPodChanged, pod.ResourceVersion, d.owner, err.Error())
 		}
 		return fmt.Errorf("controllerruntime: DELETE pod %s/%s with grace period 0 and UID precondition: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
+}
+
+// ErrPodChanged is wrapped by the error of an owned Deleter's DELETE that
+// the API server refused because the pod changed since it was listed (its
+// resourceVersion precondition failed, its UID's held): the pod may still
+// be there, and the check fails so that the next one judges it again.
+var ErrPodChanged = errors.New("the live pod is not the one listed")
+
+// uidPreconditionFailed reports whether a Conflict is the API server's
+// answer to a UID precondition that failed: a newer pod holds the name
+// (the server checks the UID before the resourceVersion). Its words, in
+// k8s.io/apiserver's storage preconditions, old and new.
+func uidPreconditionFailed(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "UID in the precondition") || strings.Contains(msg, "UID in precondition")
 }
 
 // InScope returns nil when pod is in the Deleter's scope (its namespace

@@ -163,9 +163,10 @@ func TestAPodAdoptedAfterTheListIsNotForceDeletedByTheOwnedDeleter(t *testing.T)
 	report, err := checker.CheckReport(context.Background())
 	require.Error(t, err)
 	require.Equal(t, health.DeleteFailed, report.Pods[0].Outcome, "not NameReused: the pod may still be there")
+	require.ErrorIs(t, err, crh.ErrPodChanged)
+	require.ErrorContains(t, err, "was refused")
 	var scope *podsource.OutOfScopeError
-	require.ErrorAs(t, err, &scope)
-	require.Contains(t, scope.Reason, "the live pod is not the one listed")
+	require.False(t, errors.As(err, &scope), "the DELETE was sent: not an OutOfScopeError, which says nothing was")
 	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(dead), &live), "the adopted pod stays")
 
 	// Unchanged since the list: deleted.
@@ -179,6 +180,31 @@ func TestAPodAdoptedAfterTheListIsNotForceDeletedByTheOwnedDeleter(t *testing.T)
 	require.NoError(t, deleter.ForceDelete(context.Background(), &fresh))
 	err = c.Get(context.Background(), client.ObjectKeyFromObject(unchanged), &fresh)
 	require.True(t, apierrors.IsNotFound(err), "%v", err)
+}
+
+// A lagging cache lists a dead pod whose name a newer pod of the same
+// owner now holds: the owned Deleter's DELETE fails the UID precondition
+// (the API server checks it before the resourceVersion), and the Checker
+// reports NameReused with no error, as the label-scoped Deleter does
+// (README rows D3 and D4). The newer pod stays.
+func TestTheOwnedDeleterReportsANameANewerPodHoldsAsNameReused(t *testing.T) {
+	dead := instance(t, testutil.PodTaintEvicted, "pg-1", "pg", "pg-uid")
+	dead.ResourceVersion = "7"
+	newer := instance(t, testutil.PodTaintEvicted, "pg-1", "pg", "pg-uid")
+	newer.UID = "00000000-0000-0000-0000-0000000000a1"
+	newer.DeletionTimestamp, newer.Status.Conditions, newer.ResourceVersion = nil, nil, ""
+	c := operatorClient(t, newer, loadNode(t, testutil.NodeLost), loadNode(t, testutil.NodeHealthy))
+	deleter, err := crh.NewOwnedDeleter(c, instanceOwner)
+	require.NoError(t, err)
+	checker, err := health.New(health.PodSourceFunc(func(context.Context) ([]*corev1.Pod, error) { return []*corev1.Pod{dead}, nil }), deleter,
+		health.Options{Nodes: crhNodes(t, c), Fencing: health.FenceNever})
+	require.NoError(t, err)
+	report, err := checker.CheckReport(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, health.NameReused, report.Pods[0].Outcome)
+	var live corev1.Pod
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(newer), &live))
+	require.Equal(t, newer.UID, live.UID, "the newer pod stays")
 }
 
 func crhNodes(t *testing.T, c client.Reader) health.NodeGetter {
