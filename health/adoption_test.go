@@ -3,6 +3,7 @@ package health_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -77,8 +78,8 @@ func TestCheckersBuiltPerCallSharingOneMemorySendOneDelete(t *testing.T) {
 }
 
 // Options.Logger unset: the logger in the check's context is used, as
-// controller-runtime users expect, and objects are logged as Kubernetes'
-// structured logging does ("pod" as {"name", "namespace"}).
+// controller-runtime users expect, and objects are logged as
+// "namespace/name" in every sink, JSON ones too.
 func TestZeroLoggerUsesTheContextLoggerWithObjectReferences(t *testing.T) {
 	var lines []map[string]any
 	logger := funcr.NewJSON(func(obj string) {
@@ -93,8 +94,43 @@ func TestZeroLoggerUsesTheContextLoggerWithObjectReferences(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, lines, 1, "one line per force delete")
 	require.Equal(t, "force-deleted pod", lines[0]["msg"])
-	require.Equal(t, map[string]any{"name": "dead", "namespace": "ns"}, lines[0]["pod"])
-	require.Equal(t, map[string]any{"name": "node-lost"}, lines[0]["node"])
+	require.Equal(t, "ns/dead", lines[0]["pod"])
+	require.Equal(t, "node-lost", lines[0]["node"])
 	require.Equal(t, "uid-dead", lines[0]["uid"])
 	require.Equal(t, "TaintEvicted", lines[0]["rule"])
+}
+
+// A text sink that prints a value it is given with %v, as logrusr does,
+// prints "namespace/name", not the fields of a struct
+// ("{dead-pod testns}"): the pod and node values marshal to their names.
+func TestLoggedObjectsReadAsTheirNamesInATextSink(t *testing.T) {
+	var lines []string
+	logger := logr.New(&percentVSink{lines: &lines})
+	pods := fake.New(fake.Options{}, newPod("alive"), taintEvicted("dead"))
+	_, err := newChecker(t, pods, health.Options{Logger: logger}).Check(context.Background())
+	require.NoError(t, err)
+	require.Len(t, lines, 1)
+	require.Contains(t, lines[0], `pod="ns/dead"`)
+	require.Contains(t, lines[0], `node="node-lost"`)
+}
+
+// percentVSink prints each value as logrusr's text formatter does: a
+// logr.Marshaler's MarshalLog, else the value, with %v.
+type percentVSink struct{ lines *[]string }
+
+func (s *percentVSink) Init(logr.RuntimeInfo)                  {}
+func (s *percentVSink) Enabled(int) bool                       { return true }
+func (s *percentVSink) Error(err error, msg string, kv ...any) { s.Info(0, msg, kv...) }
+func (s *percentVSink) WithValues(...any) logr.LogSink         { return s }
+func (s *percentVSink) WithName(string) logr.LogSink           { return s }
+func (s *percentVSink) Info(_ int, msg string, kv ...any) {
+	line := msg
+	for i := 0; i+1 < len(kv); i += 2 {
+		v := kv[i+1]
+		if m, ok := v.(logr.Marshaler); ok {
+			v = m.MarshalLog()
+		}
+		line += fmt.Sprintf(" %v=%q", kv[i], fmt.Sprintf("%v", v))
+	}
+	*s.lines = append(*s.lines, line)
 }

@@ -394,10 +394,10 @@ func TestLoggerWritesOneStructuredLinePerForceDelete(t *testing.T) {
 	require.Error(t, err)
 
 	require.Len(t, logs, 2, "one line per force delete, none for alive pods: %q", logs)
-	for _, want := range []string{`"msg"="force-deleted pod"`, `"pod"={"name"="b" "namespace"="ns"}`, `"uid"="uid-b"`, `"rule"="TaintEvicted"`, `"reason"=`, `"outcome"="ForceDeleted"`} {
+	for _, want := range []string{`"msg"="force-deleted pod"`, `"pod"="ns/b"`, `"uid"="uid-b"`, `"rule"="TaintEvicted"`, `"reason"=`, `"outcome"="ForceDeleted"`} {
 		require.Contains(t, logs[0], want)
 	}
-	for _, want := range []string{`"msg"="force delete failed"`, `"pod"={"name"="c" "namespace"="ns"}`, `"uid"="uid-c"`, `"error"=`} {
+	for _, want := range []string{`"msg"="force delete failed"`, `"pod"="ns/c"`, `"uid"="uid-c"`, `"error"=`} {
 		require.Contains(t, logs[1], want)
 	}
 }

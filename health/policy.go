@@ -144,7 +144,7 @@ func (k *check) decide(pod *corev1.Pod, v Verdict) decision {
 		// fail the check, so that it is seen rather than silently held.
 		return decision{
 			hold: Hold{Reason: HeldUnidentified, Detail: "the pod has no name or no UID, so its force delete could not carry a UID precondition"},
-			err: fmt.Errorf("podhealth: dead pod %q of namespace %q (uid %q): %w (no API server serves such a pod: does the source's client set UIDs? podsource/controllerruntime/fakeapi does)",
+			err: fmt.Errorf("podhealth: dead pod %q of namespace %q (uid %q): %w (no API server serves such a pod: does the source's client set UIDs? client-go's fake clientset stores pods as given, so its fixtures need metadata.uid; podsource/fake and controller-runtime's podsource/controllerruntime/fakeapi set one)",
 				pod.Name, pod.Namespace, pod.UID, ErrUnidentifiedPod),
 		}
 	}

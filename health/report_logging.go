@@ -29,11 +29,12 @@ func (k *check) logResult(pod *corev1.Pod, v Verdict, d decision, res result) {
 	}
 }
 
-// objectRef names an object in logs the way Kubernetes' structured logging
-// does: "namespace/name" as text, {"name", "namespace"} as JSON.
+// objectRef names an object in logs as "namespace/name" (or "name" for a
+// cluster-scoped one) in every sink: a text sink that prints a plain
+// struct with %v (logrusr, say) would print "{dead-pod testns}", so
+// MarshalLog, which sinks honour before anything else, gives the string.
 type objectRef struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace,omitempty"`
+	Name, Namespace string
 }
 
 func (r objectRef) String() string {
@@ -43,11 +44,9 @@ func (r objectRef) String() string {
 	return r.Namespace + "/" + r.Name
 }
 
-// MarshalLog keeps logr sinks from printing the String form in JSON.
-func (r objectRef) MarshalLog() any {
-	type plain objectRef
-	return plain(r)
-}
+// MarshalLog is the String form, for sinks that read MarshalLog and not
+// String.
+func (r objectRef) MarshalLog() any { return r.String() }
 
 func podKeys(pod *corev1.Pod, v Verdict) []any {
 	return []any{

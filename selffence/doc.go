@@ -15,7 +15,14 @@
 //   - by that start plus the duration plus the deadline, its whole stop is
 //     over: the Guard stops the process (Options.Exit, os.Exit by default)
 //     at that moment less the time a stop takes, whether or not the
-//     workload listened.
+//     workload listened. Nothing on the way from that moment to Exit can
+//     block: the Guard's log lines are queued and written apart.
+//
+// Before it writes, a Guard waits out any holder that may still write: a
+// holder whose record it sees unchanged for the record's duration plus
+// the deadline plus a margin, and, for a Lease that is missing or names
+// no holder (never held, or cleared or deleted under its holder), the
+// same wait after its own claim of it (see Guard.Run).
 //
 // Options.Stamp writes the same settings on a pod template as the
 // protocol's annotations, so that the deadline a pod states is the one its

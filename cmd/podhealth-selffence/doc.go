@@ -22,9 +22,18 @@
 // The answer turns to false, and the file goes, the moment the Guard stops
 // holding: the Lease's duration since the start of its last successful
 // renewal, or the first failed renewal. At that moment plus --deadline
-// less --stop-takes, it kills every other process it can see with SIGKILL
-// and exits, whether or not the workload listened. The pod states the
-// same settings with the annotations that --print-annotations prints.
+// less --stop-takes, it kills every other process of the pod with SIGKILL
+// (kill(-1): no file system, log or lock on the way) and exits, whether
+// or not the workload listened. The pod states the same settings with the
+// annotations that --print-annotations prints.
+//
+// Every time it starts, before it reads the Lease or answers anything, it
+// removes a may-write file a predecessor left and kills the pod's other
+// processes: a sidecar killed without warning (an OOM kill) is restarted
+// alone, and the workload it left running is one that nothing would stop
+// at its deadline. The kubelet restarts the workload, which asks again.
+// It refuses to run as PID 1 (no shared process namespace) or in the
+// host's PID namespace, and an --identity that is not $POD_NAME.
 //
 // What it cannot do: a write the workload started just before the answer
 // turned false is in flight, and finishes if its process is frozen and

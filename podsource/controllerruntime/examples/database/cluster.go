@@ -16,6 +16,16 @@ func AddToScheme(s *runtime.Scheme) error {
 	return nil
 }
 
+// RoleLabel is the label of each instance pod that says its role: the
+// operator sets RolePrimary on the instance it promotes, once that
+// instance holds the primary Lease, and RoleReplica on the others, which
+// stream the primary's changes into volumes of their own.
+const (
+	RoleLabel   = "database.example.com/role"
+	RolePrimary = "primary"
+	RoleReplica = "replica"
+)
+
 // Cluster is a database cluster: its instance pods, which it controls.
 type Cluster struct {
 	metav1.TypeMeta   `json:",inline"`

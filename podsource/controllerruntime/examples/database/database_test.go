@@ -3,6 +3,7 @@ package database_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,10 +32,12 @@ type manager struct{ c client.Client }
 func (m manager) GetClient() client.Client    { return m.c }
 func (m manager) GetAPIReader() client.Reader { return m.c }
 
-// A Cluster's primary on a node that stopped: the reconcile holds it until
-// the primary Lease has gone unrenewed for its duration, the Cluster's
-// stop deadline and the margin, asks the operator to fail over, and comes
-// back at RetryAfter, when the primary is force-deleted with its UID.
+// A Cluster's primary and a replica on a node that stopped: the reconcile
+// holds the primary until the primary Lease has gone unrenewed for its
+// duration, the Cluster's stop deadline and the margin, asks the operator
+// to fail over, and comes back at RetryAfter, when the primary is
+// force-deleted with its UID. The replica, which writes its own volume
+// outside the Lease, states no protocol: it stays, held for node evidence.
 func TestTheGlueForceDeletesAFencedPrimaryAtRetryAfter(t *testing.T) {
 	ctx := context.Background()
 	scheme := runtime.NewScheme()
@@ -47,11 +50,14 @@ func TestTheGlueForceDeletesAFencedPrimaryAtRetryAfter(t *testing.T) {
 	}
 	owner := []metav1.OwnerReference{{APIVersion: database.GroupVersion.String(), Kind: "Cluster", Name: "pg", UID: "pg-uid", Controller: ptr.To(true)}}
 	primary := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-1", OwnerReferences: owner},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-1", OwnerReferences: owner, Labels: map[string]string{database.RoleLabel: database.RolePrimary}},
 		Spec: corev1.PodSpec{NodeName: "node-a", Volumes: []corev1.Volume{{Name: "pgdata", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "pgdata-pg-1"}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
+	replica := primary.DeepCopy()
+	replica.Name, replica.Labels[database.RoleLabel] = "pg-2", database.RoleReplica
+	replica.Spec.Volumes[0].PersistentVolumeClaim.ClaimName = "pgdata-pg-2"
 	other := primary.DeepCopy() // another operator's instance in the namespace
 	other.Name, other.OwnerReferences[0].Name, other.OwnerReferences[0].UID = "other-1", "other", "other-uid"
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Status: corev1.NodeStatus{
@@ -63,10 +69,11 @@ func TestTheGlueForceDeletesAFencedPrimaryAtRetryAfter(t *testing.T) {
 	}
 	c, err := fakeapi.NewClientFrom(fake.NewClientBuilder().WithScheme(scheme).
 		WithIndex(&corev1.Pod{}, podhealthcr.ControllerIndex, podhealthcr.ControllerName),
-		cluster, primary, other, node, lease)
+		cluster, primary, replica, other, node, lease)
 	require.NoError(t, err)
 	require.NoError(t, fakeapi.FailNode(ctx, c, "node-a", time.Now()))
 	require.NoError(t, fakeapi.EvictPod(ctx, c, types.NamespacedName{Namespace: "db", Name: "pg-1"}, time.Now()))
+	require.NoError(t, fakeapi.EvictPod(ctx, c, types.NamespacedName{Namespace: "db", Name: "pg-2"}, time.Now()))
 	require.NoError(t, fakeapi.EvictPod(ctx, c, types.NamespacedName{Namespace: "db", Name: "other-1"}, time.Now()))
 
 	var seeded corev1.Pod // with the UID the fake gave it
@@ -84,18 +91,25 @@ func TestTheGlueForceDeletesAFencedPrimaryAtRetryAfter(t *testing.T) {
 	require.Greater(t, res.RequeueAfter, time.Duration(0), "the held primary is looked at again")
 	require.LessOrEqual(t, res.RequeueAfter, 4*time.Second, "1 s Lease + 1 s deadline + 2 s margin")
 	require.Len(t, c.Deletes(), evictions, "held: the Lease does not yet prove the primary stopped")
-	require.Contains(t, <-events.Events, "pg-primary")
+	held := []string{<-events.Events, <-events.Events}
+	require.Contains(t, strings.Join(held, "\n"), "pg-primary")
 
 	time.Sleep(res.RequeueAfter) // the caller comes back only at RetryAfter
 	res, err = r.Reconcile(ctx, req)
 	require.NoError(t, err)
-	require.Zero(t, res.RequeueAfter)
+	require.Zero(t, res.RequeueAfter, "the replica waits for an event: node evidence")
 	deletes := c.Deletes()[evictions:]
-	require.Len(t, deletes, 1, "the primary alone: not the other Cluster's instance")
+	require.Len(t, deletes, 1, "the primary alone: not the replica, not the other Cluster's instance")
 	require.Equal(t, "pg-1", deletes[0].Name)
 	require.Equal(t, seeded.UID, *deletes[0].Delete.Preconditions.UID)
 	require.Equal(t, int64(0), *deletes[0].Delete.GracePeriodSeconds)
-	require.Contains(t, <-events.Events, "fenced: fencer lease")
+	var fenced bool
+	for len(events.Events) > 0 {
+		fenced = fenced || strings.Contains(<-events.Events, "fenced: fencer lease")
+	}
+	require.True(t, fenced)
+	var stays corev1.Pod
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(replica), &stays), "the replica is not freed by the primary's Lease")
 }
 
 // A database operator's whole glue fits in 40 lines, as

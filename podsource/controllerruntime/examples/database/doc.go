@@ -10,10 +10,14 @@
 // rest is what the operator has anyway: its Cluster type, the Get of the
 // Cluster and the controller's builder.
 //
-// Each instance of a Cluster writes only while it holds the Lease
-// <cluster>-primary, and stops within Spec.StopDeadline of losing it: the
-// operator states that protocol in process, from its own resource
+// The primary writes only while it holds the Lease <cluster>-primary, and
+// stops within Spec.StopDeadline of losing it: the operator states that
+// protocol in process, from its own resource
 // (podhealthcr.Options.LeaseProtocol), so nothing is stamped on its pods.
-// The obligations it takes on are in docs/safety.md; the database's own
-// code must keep them.
+// It states it only for the instance labelled primary: a replica writes
+// its own volume outside the Lease, and a takeover of the Lease proves
+// only that the holder it replaced has stopped, so a dead replica waits
+// for node evidence (its node gone, or out of service). The obligations
+// the primary takes on are in docs/safety.md; the database's own code
+// must keep them.
 package database

@@ -57,11 +57,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// podhealth:begin check
 	// The instances that died with their node are force-deleted once the
 	// primary Lease proves them stopped; a dead one still held back makes
-	// the check come back when podhealth says the hold may end.
+	// the check come back when podhealth says the hold may end. Only a
+	// primary writes nothing outside the Lease: a replica writes its own
+	// volume, so the protocol is not stated for it (a takeover proves
+	// nothing about it), and it waits for node evidence.
 	checker, err := podhealthcr.NewCheckerForOwner(r.Pods, &cluster, podhealthcr.ControllerIndex, podhealthcr.Options{
 		CoreEventRecorder: r.Events, EventObject: &cluster, FenceLease: true,
-		LeaseProtocol: func(*corev1.Pod) (fencing.LeaseProtocol, bool) {
-			return fencing.LeaseProtocol{Lease: cluster.Name + "-primary", Deadline: cluster.Spec.StopDeadline.Duration}, true
+		LeaseProtocol: func(pod *corev1.Pod) (fencing.LeaseProtocol, bool) {
+			return fencing.LeaseProtocol{Lease: cluster.Name + "-primary", Deadline: cluster.Spec.StopDeadline.Duration}, pod.Labels[RoleLabel] == RolePrimary
 		},
 	})
 	if err != nil {
