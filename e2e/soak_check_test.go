@@ -78,6 +78,9 @@ type soakViolation struct {
 	Invariant int
 	What      string
 	History   []string
+	// Node is the node the violation is about, when it is about one
+	// (invariants 6 and 7): what explains it is read for that node.
+	Node string
 }
 
 func (v soakViolation) String() string {

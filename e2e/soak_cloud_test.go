@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -73,6 +74,16 @@ func (e *soakEnv) watchTaints(ctx context.Context) {
 		seen := map[string]bool{}
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		ready := "none"
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = string(c.Status)
+			}
+		}
+		if last, ok := e.readyNow[n.Name]; !ok || last != ready {
+			e.readyNow[n.Name] = ready
+			e.readiness = append(e.readiness, soakReadiness{Node: n.Name, At: now, Ready: ready})
+		}
 		for _, t := range n.Spec.Taints {
 			if t.Key != corev1.TaintNodeOutOfService && t.Key != health.TaintCloudShutdown {
 				continue
@@ -151,10 +162,89 @@ func (e *soakEnv) startCloud(ctx context.Context) {
 		return
 	}
 	applyObjects(ctx, t, e.cp, append(controllerManifests(t), kustomizationObjects(t, controllerConfigDir+"/out-of-service")...), false)
-	startControllerReplica(t, e.cp, "podhealth-controller", controllerKubeconfig(ctx, t, e.cp),
+	e.controller = startControllerReplica(t, e.cp, "podhealth-controller", controllerKubeconfig(ctx, t, e.cp),
 		"--namespace-selector=podhealth.example/acts-in=none",
-		"--shutdown-taint="+health.TaintCloudShutdown+"="+soakCloudShutdownAfter.String(), "--apply-out-of-service")
+		"--shutdown-taint="+health.TaintCloudShutdown+"="+soakCloudShutdownAfter.String(), "--apply-out-of-service").op
 }
+
+// soakReadiness is a change of a node's Ready condition as the soak's node
+// informer saw it: the node's report, as the API server holds it.
+type soakReadiness struct {
+	Node  string
+	At    time.Time
+	Ready string // True, False, Unknown, or none
+}
+
+// explain says, for a failed soak, what a reader needs to tell a harness
+// stall from a controller that stayed down, without the run's logs: the
+// controller's exits (when, how, its last lines before each), its restarts
+// and leadership changes, its last log lines; and, for each node a
+// violation names, its faults, its kubelet's connects and disconnects,
+// its Ready condition as the API server held it, and its taints' writes
+// as the node informer saw them.
+func (e *soakEnv) explain(h soakHistory, violations []soakViolation) string {
+	var b strings.Builder
+	var t0 time.Time
+	if len(h.Containers) > 0 {
+		t0 = h.Containers[0].At
+	}
+	at := func(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(t0).Seconds()) }
+	if op := e.controller; op != nil {
+		exits := op.Exits()
+		fmt.Fprintf(&b, "podhealth-controller: %d exits of its own, %d restarts\n", len(exits), op.Restarts())
+		for _, x := range exits {
+			fmt.Fprintf(&b, "  exit at %s (%s), restarted %v; its last lines:\n    %s\n", at(x.At), x.Status, x.Restarted, strings.Join(x.LastLines, "\n    "))
+		}
+		fmt.Fprintf(&b, "  leadership:\n    %s\n", strings.Join(op.Leadership(), "\n    "))
+		fmt.Fprintf(&b, "  its last %d lines:\n    %s\n", soakExplainLines, strings.Join(op.LastLines(soakExplainLines), "\n    "))
+	}
+	for _, f := range h.Faults {
+		if f.Fault.Node == "" {
+			fmt.Fprintf(&b, "fault %s from %s to %s\n", f.Fault.Kind, at(f.Began), at(f.Ended))
+		}
+	}
+	nodes := map[string]bool{}
+	for _, v := range violations {
+		if v.Node != "" {
+			nodes[v.Node] = true
+		}
+	}
+	e.mu.Lock()
+	readiness := append([]soakReadiness(nil), e.readiness...)
+	e.mu.Unlock()
+	for _, node := range slices.Sorted(maps.Keys(nodes)) {
+		fmt.Fprintf(&b, "node %s:\n", node)
+		for _, f := range h.Faults {
+			if f.Fault.Node == node {
+				fmt.Fprintf(&b, "  fault %s from %s to %s\n", f.Fault.Kind, at(f.Began), at(f.Ended))
+			}
+		}
+		for _, c := range h.Containers {
+			if c.Node == node && (c.Kind == harness.NodeConnected || c.Kind == harness.NodeDisconnected) {
+				fmt.Fprintf(&b, "  %s at %s (%s)\n", c.Kind, at(c.At), c.Why)
+			}
+		}
+		for _, r := range readiness {
+			if r.Node == node {
+				fmt.Fprintf(&b, "  Ready=%s seen at %s\n", r.Ready, at(r.At))
+			}
+		}
+		for _, s := range h.Taints {
+			if s.Node == node {
+				until := "the end"
+				if !s.Until.IsZero() {
+					until = at(s.Until)
+				}
+				fmt.Fprintf(&b, "  taint %s (podhealth's: %v) from %s to %s\n", s.Key, s.ByPodhealth, at(s.From), until)
+			}
+		}
+	}
+	return b.String()
+}
+
+// soakExplainLines is how many of the controller's last lines explain
+// carries.
+const soakExplainLines = 40
 
 // taintOnSilence is the mutation of TestSoakCheckerCatchesATaintOnSilence:
 // a tainter that applies the out-of-service taint, with podhealth's mark,
@@ -256,7 +346,7 @@ func soakCheckCloud(h soakHistory) []soakViolation {
 		// 6: nothing runs there when the taint comes, nothing starts while
 		// it stays.
 		if running := runningAt(s.Node, s.From, ""); len(running) > 0 {
-			out = append(out, soakViolation{Invariant: 6,
+			out = append(out, soakViolation{Invariant: 6, Node: s.Node,
 				What:    fmt.Sprintf("podhealth tainted %s out-of-service at %.3fs while %s/%s ran there", s.Node, s.From.Sub(t0).Seconds(), running[0].Namespace, running[0].Pod),
 				History: soakSliceOf(h.Containers, t0, running[0].At, s.From, s.Node)})
 		}
@@ -270,12 +360,12 @@ func soakCheckCloud(h soakHistory) []soakViolation {
 			}
 		}
 		if connected {
-			out = append(out, soakViolation{Invariant: 6,
+			out = append(out, soakViolation{Invariant: 6, Node: s.Node,
 				What: fmt.Sprintf("podhealth tainted %s out-of-service at %.3fs while its kubelet ran (connected, or booting)", s.Node, s.From.Sub(t0).Seconds())})
 		}
 		for _, e := range h.Containers {
 			if e.Kind == harness.ContainerStarted && e.Node == s.Node && e.At.After(s.From) && (s.Until.IsZero() || e.At.Before(s.Until)) {
-				out = append(out, soakViolation{Invariant: 6,
+				out = append(out, soakViolation{Invariant: 6, Node: s.Node,
 					What: fmt.Sprintf("%s/%s started on %s at %.3fs under podhealth's out-of-service taint", e.Namespace, e.Pod, s.Node, e.At.Sub(t0).Seconds())})
 			}
 		}
@@ -290,9 +380,9 @@ func soakCheckCloud(h soakHistory) []soakViolation {
 		switch {
 		case back.IsZero():
 		case s.Until.IsZero() && h.End.Sub(back) > soakTaintRemovalBound:
-			out = append(out, soakViolation{Invariant: 7, What: fmt.Sprintf("podhealth's out-of-service taint on %s was still there at the end, %v after the node came back at %.3fs", s.Node, h.End.Sub(back).Round(time.Millisecond), back.Sub(t0).Seconds())})
+			out = append(out, soakViolation{Invariant: 7, Node: s.Node, What: fmt.Sprintf("podhealth's out-of-service taint on %s was still there at the end, %v after the node came back at %.3fs", s.Node, h.End.Sub(back).Round(time.Millisecond), back.Sub(t0).Seconds())})
 		case !s.Until.IsZero() && s.Until.Sub(back) > soakTaintRemovalBound:
-			out = append(out, soakViolation{Invariant: 7, What: fmt.Sprintf("podhealth's out-of-service taint on %s was removed %v after the node came back", s.Node, s.Until.Sub(back).Round(time.Millisecond))})
+			out = append(out, soakViolation{Invariant: 7, Node: s.Node, What: fmt.Sprintf("podhealth's out-of-service taint on %s was removed %v after the node came back", s.Node, s.Until.Sub(back).Round(time.Millisecond))})
 		}
 	}
 	return out
@@ -334,6 +424,9 @@ func TestSoakCloudFaults(t *testing.T) {
 	cloud := soakCheckCloud(h)
 	for _, v := range append(res.Violations, cloud...) {
 		t.Errorf("seed %d: %s", seed, v)
+	}
+	if all := append(res.Violations, cloud...); len(all) > 0 {
+		t.Log("\n" + env.explain(h, all))
 	}
 	applied := 0
 	for _, s := range h.Taints {
@@ -539,4 +632,44 @@ func TestSoakCloudScheduleMeetsEveryFaultKind(t *testing.T) {
 			require.Positive(t, kinds[k], "seed %d: no %s in %v", seed, k, faults)
 		}
 	}
+}
+
+// A soak failure carries what explains it afterwards: for invariant 7's
+// node, its fault, its kubelet's connects and disconnects, its Ready
+// condition as the API server held it and its taints' spans, each at its
+// time in the run.
+func TestASoakFailureCarriesWhatExplainsIt(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	h := soakHistory{
+		Containers: []harness.ContainerEvent{
+			{At: at(0), Kind: harness.ContainerStarted, Node: "node-b", Pod: "db-1"},
+			{At: at(5), Kind: harness.NodeDisconnected, Node: "node-a", Why: "cloud shutdown"},
+			{At: at(30), Kind: harness.NodeConnected, Node: "node-a", Why: "cloud shutdown ended"},
+		},
+		Faults: []soakInjected{
+			{Fault: soakFault{Kind: faultCloudShutdown, Node: "node-a"}, Began: at(5), Ended: at(30)},
+			{Fault: soakFault{Kind: faultAPIServerRestart}, Began: at(28), Ended: at(40)},
+		},
+		Taints: []soakTaintSpan{{Node: "node-a", Key: corev1.TaintNodeOutOfService, ByPodhealth: true, From: at(14)}},
+		End:    at(120),
+	}
+	violations := soakCheckCloud(h)
+	require.Len(t, violations, 1)
+	require.Equal(t, 7, violations[0].Invariant)
+	require.Equal(t, "node-a", violations[0].Node)
+	env := &soakEnv{readiness: []soakReadiness{{Node: "node-a", At: at(9), Ready: "Unknown"}, {Node: "node-a", At: at(31), Ready: "True"}, {Node: "node-b", At: at(31), Ready: "True"}}}
+	got := env.explain(h, violations)
+	for _, want := range []string{
+		"fault API server restart from 28.000s to 40.000s",
+		"node node-a:",
+		"fault cloud shutdown from 5.000s to 30.000s",
+		"connect at 30.000s (cloud shutdown ended)",
+		"Ready=Unknown seen at 9.000s",
+		"Ready=True seen at 31.000s",
+		"taint node.kubernetes.io/out-of-service (podhealth's: true) from 14.000s to the end",
+	} {
+		require.Contains(t, got, want)
+	}
+	require.NotContains(t, got, "node node-b", "only the nodes the violations name")
 }

@@ -124,9 +124,14 @@ type soakEnv struct {
 	primariesMu sync.Mutex
 	primaries   []*primary
 
-	// The cloud soak's: its attacher, its cloud, and the taint spans.
-	attacher *harness.Attacher
-	cloud    *shutdownCloud
+	// The cloud soak's: its attacher, its cloud, and the taint spans;
+	// podhealth-controller, and the nodes' Ready changes, which explain
+	// a failure.
+	attacher   *harness.Attacher
+	cloud      *shutdownCloud
+	controller *harness.Operator
+	readyNow   map[string]string
+	readiness  []soakReadiness
 	taints   []soakTaintSpan
 }
 
@@ -168,6 +173,9 @@ func TestSoakFaults(t *testing.T) {
 	res := soakCheck(h, soakRecoveryBound)
 	for _, v := range res.Violations {
 		t.Errorf("seed %d: %s", seed, v)
+	}
+	if len(res.Violations) > 0 {
+		t.Log("\n" + env.explain(h, res.Violations))
 	}
 	if res.ForceDeleted == 0 {
 		t.Errorf("seed %d: the library force-deleted nothing: the schedule tested no recovery", seed)
@@ -284,7 +292,7 @@ func runSoak(t *testing.T, cfg soakConfig) (soakHistory, *soakEnv) {
 	}
 	cp := harness.Start(t, bins, opts)
 	env := &soakEnv{t: t, cp: cp, c: cp.Client(), log: &harness.ContainerLog{}, cfg: cfg,
-		kubelets: map[string]*harness.Kubelet{}, fenced: map[string]bool{}, pods: map[types.UID]soakPod{}, procs: map[string]*soakProcess{}}
+		kubelets: map[string]*harness.Kubelet{}, fenced: map[string]bool{}, pods: map[types.UID]soakPod{}, procs: map[string]*soakProcess{}, readyNow: map[string]string{}}
 	nodes := []string{"node-1", "node-2", "node-3", "node-4"}
 	for _, name := range nodes {
 		env.addNode(ctx, name)

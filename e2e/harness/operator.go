@@ -39,14 +39,15 @@ func (cp *ControlPlane) StartControllerRuntime(t testing.TB, bins Binaries, args
 // goes to the log file podhealth-controller-<replica>.log of the control
 // plane's directory, one per replica name.
 //
-// A replica that exits on its own after losing its leader election (an
-// API server too busy to answer its renewals within the renew deadline)
-// is started again a second later, as its Deployment would start it
-// again: Restarts counts those. Any other exit leaves it stopped, for the
-// test to see.
+// A replica that exits on its own, whatever the reason (a lost leader
+// election when the API server is too busy to answer its renewals within
+// the renew deadline, an error during an outage), is started again a
+// second later, as its Deployment would start it again: Restarts counts
+// those, and Exits says when and why each exit came. A test's Stop or
+// Kill is not restarted.
 func (cp *ControlPlane) StartController(t testing.TB, bins Binaries, replica string, args ...string) *Operator {
 	t.Helper()
-	return cp.startProcess(t, "podhealth-controller-"+replica, bins.Controller, args, LeaderElectionLost)
+	return cp.startProcess(t, "podhealth-controller-"+replica, bins.Controller, args, true)
 }
 
 // LeaderElectionLost is what controller-runtime's manager returns, and
@@ -54,16 +55,20 @@ func (cp *ControlPlane) StartController(t testing.TB, bins Binaries, replica str
 // election.
 const LeaderElectionLost = "leader election lost"
 
+// leadershipWords are what client-go's leader election and
+// podhealth-controller log as leadership changes.
+var leadershipWords = []string{"attempting to acquire leader lease", "successfully acquired lease", "failed to renew lease", LeaderElectionLost}
+
 // startExample runs one of the example controllers. name names its log
 // file; several processes of one name share a log file.
 func (cp *ControlPlane) startExample(t testing.TB, name, path string, args []string) *Operator {
 	t.Helper()
-	return cp.startProcess(t, name, path, args, "")
+	return cp.startProcess(t, name, path, args, false)
 }
 
-// startProcess runs a controller, started again after it exits having
-// logged restartOn (never, when empty).
-func (cp *ControlPlane) startProcess(t testing.TB, name, path string, args []string, restartOn string) *Operator {
+// startProcess runs a controller, started again after any exit of its own
+// with restart.
+func (cp *ControlPlane) startProcess(t testing.TB, name, path string, args []string, restart bool) *Operator {
 	t.Helper()
 	if path == "" {
 		t.Fatalf("harness: no %s binary: BuildBinaries builds it", name)
@@ -74,7 +79,7 @@ func (cp *ControlPlane) startProcess(t testing.TB, name, path string, args []str
 		path:      path,
 		args:      append([]string{"--kubeconfig=" + cp.kubeconfig}, args...),
 		logPath:   logPath,
-		restartOn: restartOn,
+		restart:   restart,
 	}
 	if err := p.start(); err != nil {
 		t.Fatalf("harness: %v", err)
@@ -118,6 +123,32 @@ func (op *Operator) Restarts() int {
 	defer op.proc.mu.Unlock()
 	return op.proc.restarts
 }
+
+// Exits returns the exits the operator made on its own, in order.
+func (op *Operator) Exits() []Exit {
+	op.proc.mu.Lock()
+	defer op.proc.mu.Unlock()
+	return append([]Exit(nil), op.proc.exits...)
+}
+
+// Leadership returns the lines of its output where its leadership
+// changed: an attempt to acquire the leader lease, its acquisition, a
+// failed renewal, a lost election.
+func (op *Operator) Leadership() []string {
+	var out []string
+	for _, line := range strings.Split(op.Log(), "\n") {
+		for _, w := range leadershipWords {
+			if strings.Contains(line, w) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// LastLines returns at most the last n lines of its output.
+func (op *Operator) LastLines(n int) []string { return op.proc.lastLines(n) }
 
 // Log returns the operator's output so far.
 func (op *Operator) Log() string {

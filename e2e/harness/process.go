@@ -21,14 +21,15 @@ type process struct {
 	args    []string
 	env     []string // added to the test binary's environment
 	logPath string
-	// restartOn, when not empty, starts the process again restartDelay
-	// after it exits on its own (not stopped or killed) having logged a
-	// line containing it since its start: as a Deployment's kubelet
-	// restarts a container, for an exit that the program makes by design.
-	restartOn string
+	// restart starts the process again restartDelay after any exit of
+	// its own (not stopped or killed by the test), as a Deployment's
+	// kubelet restarts a container whatever made it exit: a lost leader
+	// election, or an error during an outage.
+	restart bool
 
 	mu       sync.Mutex
-	restarts int   // how many times restartOn started it again
+	restarts int    // how many times restart started it again
+	exits    []Exit // every exit of its own, in order
 	logStart int64 // the log file's size when it was last started
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has exited
@@ -73,24 +74,49 @@ func (p *process) start() error {
 		p.err = err
 		p.mu.Unlock()
 		close(done)
-		p.restartIfDesigned(cmd)
+		p.restartAfterOwnExit(cmd, err)
 	}()
 	return nil
 }
 
-// restartDelay is how long restartOn waits before it starts the process
+// restartDelay is how long a process is left down before it is started
 // again: the kubelet restarts a container at once after its first exit,
 // then backs off; one second keeps a test's timing close to the first.
 const restartDelay = time.Second
 
-// restartIfDesigned starts the process again, restartDelay from now, if
-// cmd, its run that has just ended, exited on its own having logged
-// restartOn since it started. A stop or kill in the meantime wins.
-func (p *process) restartIfDesigned(cmd *exec.Cmd) {
+// Exit is one exit a process made on its own: when, how (its exit status
+// or the signal that ended it), the last lines it logged before it, and
+// whether it was started again.
+type Exit struct {
+	At        time.Time
+	Status    string
+	LastLines []string
+	Restarted bool
+}
+
+// exitLines is how many of its last lines an Exit keeps.
+const exitLines = 10
+
+// restartAfterOwnExit records the exit of cmd, its run that has just
+// ended, if the process made it on its own (a stop or kill by the test
+// is not recorded), and with restart starts it again restartDelay from
+// now. A stop or kill in the meantime wins.
+func (p *process) restartAfterOwnExit(cmd *exec.Cmd, err error) {
 	p.mu.Lock()
-	ownExit, logStart := p.cmd == cmd, p.logStart
+	ownExit := p.cmd == cmd
 	p.mu.Unlock()
-	if p.restartOn == "" || !ownExit || !p.loggedSince(logStart, p.restartOn) {
+	if !ownExit {
+		return
+	}
+	status := "exit status 0"
+	if err != nil {
+		status = err.Error()
+	}
+	exit := Exit{At: time.Now(), Status: status, LastLines: p.lastLines(exitLines), Restarted: p.restart}
+	p.mu.Lock()
+	p.exits = append(p.exits, exit)
+	p.mu.Unlock()
+	if !p.restart {
 		return
 	}
 	time.AfterFunc(restartDelay, func() {
@@ -103,7 +129,7 @@ func (p *process) restartIfDesigned(cmd *exec.Cmd) {
 		p.restarts++
 		p.mu.Unlock()
 		if logFile, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
-			fmt.Fprintf(logFile, "==== %s: %s exited after logging %q: starting it again, as its Deployment would\n", time.Now().Format(time.RFC3339Nano), p.name, p.restartOn)
+			fmt.Fprintf(logFile, "==== %s: %s exited (%s): starting it again, as its Deployment would\n", time.Now().Format(time.RFC3339Nano), p.name, status)
 			logFile.Close()
 		}
 		if err := p.start(); err != nil {
