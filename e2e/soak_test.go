@@ -132,7 +132,7 @@ type soakEnv struct {
 	controller *harness.Operator
 	readyNow   map[string]string
 	readiness  []soakReadiness
-	taints   []soakTaintSpan
+	taints     []soakTaintSpan
 }
 
 // soakProcess is a process a fault can restart, with or without a lagging

@@ -75,11 +75,11 @@ func (cp *ControlPlane) startProcess(t testing.TB, name, path string, args []str
 	}
 	logPath := filepath.Join(cp.dir, name+".log")
 	p := &process{
-		name:      name,
-		path:      path,
-		args:      append([]string{"--kubeconfig=" + cp.kubeconfig}, args...),
-		logPath:   logPath,
-		restart:   restart,
+		name:    name,
+		path:    path,
+		args:    append([]string{"--kubeconfig=" + cp.kubeconfig}, args...),
+		logPath: logPath,
+		restart: restart,
 	}
 	if err := p.start(); err != nil {
 		t.Fatalf("harness: %v", err)

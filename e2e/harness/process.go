@@ -30,7 +30,7 @@ type process struct {
 	mu       sync.Mutex
 	restarts int    // how many times restart started it again
 	exits    []Exit // every exit of its own, in order
-	logStart int64 // the log file's size when it was last started
+	logStart int64  // the log file's size when it was last started
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has exited
 	err      error         // cmd's exit status, valid once done is closed
