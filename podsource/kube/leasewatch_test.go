@@ -19,20 +19,28 @@ import (
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
+// startLeaseWatch starts a LeaseWatch on clk over a synced informer of
+// namespace db's Leases in a fake clientset, stopped with the test.
+func startLeaseWatch(t *testing.T, clk *clocktesting.FakeClock) (*fake.Clientset, *kube.LeaseWatch, context.Context) {
+	t.Helper()
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("db"))
+	watch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases().Informer(), clk)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return client, watch, ctx
+}
+
 // A LeaseWatch records when the informer delivered each version of a
 // Lease, on the clock it was given; a LeaseFencer with it waits from the
 // delivery of the holder's last renewal, not from the first question.
 func TestLeaseWatchStartsTheWaitWhenTheLastRenewalArrived(t *testing.T) {
 	renewed := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(renewed)
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("db"))
-	watch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases().Informer(), clk)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); factory.Shutdown() }()
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	client, watch, ctx := startLeaseWatch(t, clk)
 
 	created, err := client.CoordinationV1().Leases("db").Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-primary", ResourceVersion: "1"},
@@ -72,14 +80,7 @@ func TestLeaseWatchStartsTheWaitWhenTheLastRenewalArrived(t *testing.T) {
 func TestLeaseWatchRemembersHoldersAndWhenATakeoverArrived(t *testing.T) {
 	start := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(start)
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("db"))
-	watch, err := kube.NewLeaseWatch(factory.Coordination().V1().Leases().Informer(), clk)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); factory.Shutdown() }()
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	client, watch, ctx := startLeaseWatch(t, clk)
 	leases := client.CoordinationV1().Leases("db")
 
 	record := func(holder string, acquired time.Time, transitions int32, renewed time.Time) *coordinationv1.Lease {
@@ -89,7 +90,7 @@ func TestLeaseWatchRemembersHoldersAndWhenATakeoverArrived(t *testing.T) {
 				AcquireTime: ptr.To(metav1.NewMicroTime(acquired)), LeaseTransitions: ptr.To(transitions), RenewTime: ptr.To(metav1.NewMicroTime(renewed))},
 		}
 	}
-	_, err = leases.Create(ctx, record("pg-1", start, 0, start), metav1.CreateOptions{})
+	_, err := leases.Create(ctx, record("pg-1", start, 0, start), metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return watch.HolderSeen("db", "pg-primary", "pg-1") }, 5*time.Second, 10*time.Millisecond)
 
