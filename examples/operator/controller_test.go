@@ -293,7 +293,7 @@ func TestSyncLogsForceDeleteAndReplacement(t *testing.T) {
 	require.Len(t, lines, 2, "log lines: %q", lines)
 	require.Contains(t, lines[0], `"msg"="force-deleted pod"`)
 	require.Contains(t, lines[0], `"workload"="registry"`)
-	require.Contains(t, lines[0], `"name"="taint-evicted"`)
+	require.Contains(t, lines[0], `"pod"="default/taint-evicted"`)
 	require.Contains(t, lines[1], `"msg"="created replacement pod"`)
 	require.Contains(t, lines[1], `"name"="registry-r0001"`)
 }

@@ -10,11 +10,12 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/podhealth/podhealth/examples/registry"
+	"github.com/podhealth/podhealth/podsource/kube"
 	"github.com/podhealth/podhealth/replacements"
 )
 
-// An operator creates one Tracker and one informer, and builds a Reconciler
-// per call.
+// An operator creates one Tracker, one Checkers and one informer, and
+// builds a Reconciler per call.
 func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -26,10 +27,15 @@ func Example() {
 	factory.WaitForCacheSync(ctx.Done())
 
 	created := replacements.New(replacements.Options{}) // one per operator, shared by every Reconciler
+	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{}) // likewise; nodes read live
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	source := registry.CatalogSource{Name: "operatorhubio", Namespace: "olm", Image: "quay.io/operatorhubio/catalog:latest"}
 	reconcile := func() error {
-		r, err := registry.NewReconciler(client, lister, created, klog.Background(), nil) // nil: nodes read live
+		r, err := registry.NewReconciler(client, lister, created, klog.Background(), checkers)
 		if err != nil {
 			return err
 		}

@@ -6,11 +6,11 @@
 // EnsureRegistryServer creates a new pod when it answers (false, nil).
 //
 // The Reconciler is cheap and built per call, as such operators do. What
-// must outlive a call: the record of what was force-deleted, a
-// health.Memory, which kube.NewChecker shares between the checkers over
-// one clientset; and the record of the registry pods created that the
-// informer does not list yet, a replacements.Tracker, which the caller
-// creates once and passes to every Reconciler.
+// must outlive a call, the caller builds once and passes to every
+// Reconciler: what its checks share (the record of what was
+// force-deleted, a health.Memory, and the node evidence), a
+// *kube.Checkers; and the record of the registry pods created that the
+// informer does not list yet, a replacements.Tracker.
 //
 // Every line that podhealth adds to such a reconciler lies between the
 // "podhealth:begin" and "podhealth:end" comments;
@@ -147,23 +147,24 @@ type Reconciler struct {
 	pods   corelisters.PodLister
 	log    logr.Logger
 	// podhealth:begin fields
-	// created is shared by every Reconciler: a Reconciler of the next call
-	// must know about the pod this one created before the informer lists
-	// it.
-	created *replacements.Tracker
-	nodes   health.NodeGetter
+	// created and checkers are shared by every Reconciler: a Reconciler of
+	// the next call must know about the pod this one created before the
+	// informer lists it, and about the pod this one force-deleted.
+	created  *replacements.Tracker
+	checkers *kube.Checkers
 	// podhealth:end
 }
 
 // NewReconciler returns a Reconciler that lists pods from pods (an
 // informer's lister), and deletes and creates them through client.
 //
-// created is required, and must be the same for every Reconciler of the
-// operator: create it once with replacements.New. nodes, typically a kube.NodeSource, gives node
-// evidence from a cache; nil means the node of a pod that is terminating
-// is read live through client (one GET per node and check), which still
-// lets a lost node's pod go at once.
-func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, created *replacements.Tracker, log logr.Logger, nodes health.NodeGetter) (*Reconciler, error) {
+// created and checkers are required, and must be the same for every
+// Reconciler of the operator: create them once, with replacements.New and
+// kube.NewCheckers (over the same client: its node evidence, a node
+// informer's or, by default, the node of a pod that is terminating read
+// live, one GET per node and check, which still lets a lost node's pod go
+// at once).
+func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, created *replacements.Tracker, log logr.Logger, checkers *kube.Checkers) (*Reconciler, error) {
 	if client == nil {
 		return nil, errors.New("registry: NewReconciler: nil clientset")
 	}
@@ -171,11 +172,11 @@ func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, crea
 		return nil, errors.New("registry: NewReconciler: nil PodLister")
 	}
 	// podhealth:begin tracker
-	if created == nil {
-		return nil, errors.New("registry: NewReconciler: nil Tracker; create one replacements.Tracker per operator and pass it to every Reconciler")
+	if created == nil || checkers == nil {
+		return nil, errors.New("registry: NewReconciler: nil Tracker or Checkers; create one of each per operator and pass them to every Reconciler")
 	}
 	// podhealth:end
-	return &Reconciler{client: client, pods: pods, created: created, log: log, nodes: nodes}, nil
+	return &Reconciler{client: client, pods: pods, created: created, log: log, checkers: checkers}, nil
 }
 
 // CheckRegistryServer reports whether a registry pod of source's current
@@ -199,13 +200,11 @@ func (r *Reconciler) check(ctx context.Context, source CatalogSource) (health.Re
 	// podhealth:begin check
 	// Only the pods of the current spec count (Keep): a stale pod, however
 	// alive, must not answer healthy for a spec it does not run, and is
-	// never judged, so never force-deleted here either. No Memory:
-	// NewChecker's checkers over r.client share one, so that the next
-	// call, listing a force-deleted pod again from a cache that has not
-	// yet seen the delete, sends no other DELETE. Nodes nil: a dead pod's
-	// node is read live, one GET per node and check.
-	checker, err := kube.NewChecker(r.client, r.pods, source.Namespace, source.Selector(), kube.CheckerOptions{
-		Keep: source.Current, Health: health.Options{Logger: r.log, Nodes: r.nodes}})
+	// never judged, so never force-deleted here either. The checkers of
+	// every call share r.checkers' Memory, so that the next call, listing a
+	// force-deleted pod again from a cache that has not yet seen the
+	// delete, sends no other DELETE.
+	checker, err := r.checkers.For(r.pods, source.Namespace, source.Selector(), kube.CheckOptions{Keep: source.Current})
 	if err != nil {
 		return health.Report{}, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/podhealth/podhealth/internal/readme"
 	"github.com/podhealth/podhealth/internal/testutil"
 	pfake "github.com/podhealth/podhealth/podsource/fake"
+	"github.com/podhealth/podhealth/podsource/kube"
 	"github.com/podhealth/podhealth/replacements"
 )
 
@@ -69,6 +70,8 @@ type world struct {
 	indexer cache.Indexer
 	lister  corelisters.PodLister
 	nodes   *pfake.Nodes
+	// checkers is the operator's, built once over client with the nodes.
+	checkers *kube.Checkers
 	created *replacements.Tracker
 }
 
@@ -81,6 +84,9 @@ func newWorld(t *testing.T, pods []*corev1.Pod, nodes ...*corev1.Node) *world {
 		created: replacements.New(replacements.Options{}),
 	}
 	w.lister = corelisters.NewPodLister(w.indexer)
+	var err error
+	w.checkers, err = kube.NewCheckers(w.client, kube.CheckersOptions{Health: health.Options{Nodes: w.nodes}})
+	require.NoError(t, err)
 	w.catchUp(t)
 	return w
 }
@@ -101,7 +107,7 @@ func (w *world) catchUp(t *testing.T) {
 // reconciler builds a Reconciler for one call, as the operator does.
 func (w *world) reconciler(t *testing.T) *registry.Reconciler {
 	t.Helper()
-	r, err := registry.NewReconciler(w.client, w.lister, w.created, logr.Discard(), w.nodes)
+	r, err := registry.NewReconciler(w.client, w.lister, w.created, logr.Discard(), w.checkers)
 	require.NoError(t, err)
 	return r
 }
@@ -358,10 +364,15 @@ func TestEnsureRegistryServerCreatesNothingWhenAForceDeleteFails(t *testing.T) {
 	require.Empty(t, w.creates(0), "pods created after a failed check")
 }
 
-func TestNewReconcilerRefusesANilTracker(t *testing.T) {
+func TestNewReconcilerRefusesANilTrackerOrCheckers(t *testing.T) {
 	lister := corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
-	_, err := registry.NewReconciler(fake.NewClientset(), lister, nil, logr.Discard(), nil)
-	require.ErrorContains(t, err, "nil Tracker")
+	client := fake.NewClientset()
+	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{})
+	require.NoError(t, err)
+	_, err = registry.NewReconciler(client, lister, nil, logr.Discard(), checkers)
+	require.ErrorContains(t, err, "nil Tracker or Checkers")
+	_, err = registry.NewReconciler(client, lister, replacements.New(replacements.Options{}), logr.Discard(), nil)
+	require.ErrorContains(t, err, "nil Tracker or Checkers")
 }
 
 // Reconcilers built per call, sharing the operator's Tracker, create one
@@ -384,7 +395,7 @@ func TestReconcilersBuiltPerCallCreateOnePodAcrossALaggingCache(t *testing.T) {
 				r := w.reconciler(t)
 				if !tt.shared {
 					var err error
-					r, err = registry.NewReconciler(w.client, w.lister, replacements.New(replacements.Options{}), logr.Discard(), w.nodes)
+					r, err = registry.NewReconciler(w.client, w.lister, replacements.New(replacements.Options{}), logr.Discard(), w.checkers)
 					require.NoError(t, err)
 				}
 				require.NoError(t, r.EnsureRegistryServer(context.Background(), catalog), "call %d", i)
@@ -450,7 +461,9 @@ func TestWithoutANodeCacheALostNodesPodGoesAtOnceOnALiveRead(t *testing.T) {
 	evicted.DeletionTimestamp = &metav1.Time{Time: time.Now().Add(time.Hour)}
 	w := newWorld(t, []*corev1.Pod{evicted})
 	require.NoError(t, w.client.Tracker().Add(testutil.LoadNode(t, testutil.NodeLost)))
-	r, err := registry.NewReconciler(w.client, w.lister, w.created, logr.Discard(), nil)
+	live, err := kube.NewCheckers(w.client, kube.CheckersOptions{}) // no node cache: nodes read live
+	require.NoError(t, err)
+	r, err := registry.NewReconciler(w.client, w.lister, w.created, logr.Discard(), live)
 	require.NoError(t, err)
 
 	healthy, err := r.CheckRegistryServer(context.Background(), catalog)

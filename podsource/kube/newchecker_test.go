@@ -217,21 +217,22 @@ type observerFunc func(health.PodReport)
 func (f observerFunc) Observe(_ context.Context, r health.PodReport) { f(r) }
 
 // TestNewCheckerPerReconcileRecordsAHoldOnce builds a Checker per
-// reconcile, as NewChecker's doc allows, over one unchanged hold (a
-// StatefulSet pod on a lost node, without fencing evidence): the hold gets
-// one event, not one per reconcile, and the next once
-// podsource.DefaultHeldRepeat has passed on Health.Clock.
-func TestNewCheckerPerReconcileRecordsAHoldOnce(t *testing.T) {
+// reconcile from one Checkers over one unchanged hold (a StatefulSet pod
+// on a lost node, without fencing evidence): the hold gets one event, not
+// one per reconcile, and the next once podsource.DefaultHeldRepeat has
+// passed on Health.Clock.
+func TestCheckersPerReconcileRecordAHoldOnce(t *testing.T) {
 	pod := loadPod(t, podTaintEvicted)
 	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts-uid", Controller: ptr.To(true)}}
 	client := fake.NewClientset(loadNode(t, "node-lost.json"), loadNode(t, "node-healthy.json"), pod)
 	lister := startPodInformer(t, client, "default")
 	recorder := record.NewFakeRecorder(10)
 	clk := clocktesting.NewFakePassiveClock(pod.DeletionTimestamp.Add(time.Minute))
-	memory := health.NewMemory(health.MemoryOptions{})
+	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{Recorder: recorder, Health: health.Options{Clock: clk}})
+	require.NoError(t, err)
 	reconcile := func() {
 		t.Helper()
-		checker, err := kube.NewChecker(client, lister, "default", registry, kube.CheckerOptions{Recorder: recorder, Health: health.Options{Memory: memory, Clock: clk}})
+		checker, err := checkers.For(lister, "default", registry, kube.CheckOptions{})
 		require.NoError(t, err)
 		report, err := checker.CheckReport(context.Background())
 		require.NoError(t, err)
@@ -246,14 +247,16 @@ func TestNewCheckerPerReconcileRecordsAHoldOnce(t *testing.T) {
 	require.Len(t, recorder.Events, 2, "recorded again once the repeat passed on Health.Clock")
 }
 
-// TestNewCheckerFenceLeaseWiresTheLeasePath: CheckerOptions.FenceLease adds
-// the Lease fencer over client; with a Lease informer in Leases, the wait
-// runs from its delivery of the holder's last renewal, on Health.Clock: a
-// StatefulSet pod whose Lease was delivered 30 s before the first check
-// goes at that check (duration 15 s, deadline 10 s, margin 2 s), where
-// without the informer it waits the whole wait from the check. Leases
-// without FenceLease is refused.
-func TestNewCheckerFenceLeaseWiresTheLeasePath(t *testing.T) {
+// TestCheckersFenceLeaseWiresTheLeasePath: CheckersOptions.FenceLease adds
+// the Lease fencer over client; with a Lease informer in Leases, the watch
+// starts when the Checkers is built, before any checker exists, and the
+// wait runs from its delivery of the holder's last renewal, on
+// Health.Clock: a StatefulSet pod whose Lease was delivered 30 s before
+// the first checker was even built goes at that check (duration 15 s,
+// deadline 10 s, margin 2 s), where without the informer it waits the
+// whole wait from the check. Leases without FenceLease is refused, and so
+// is a LeaseProtocol.
+func TestCheckersFenceLeaseWiresTheLeasePath(t *testing.T) {
 	pod := loadPod(t, podTaintEvicted)
 	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "pg", UID: "sts", Controller: ptr.To(true)}}
 	pod.Annotations = map[string]string{fencing.AnnotationLease: "pg", fencing.AnnotationDeadline: "10s"}
@@ -272,16 +275,17 @@ func TestNewCheckerFenceLeaseWiresTheLeasePath(t *testing.T) {
 			client := fake.NewClientset(loadNode(t, "node-lost.json"), loadNode(t, "node-healthy.json"), pod, lease)
 			lister := startPodInformer(t, client, pod.Namespace)
 			clk := clocktesting.NewFakePassiveClock(delivered)
-			opts := kube.CheckerOptions{FenceLease: true, Health: health.Options{Clock: clk, Memory: &health.Memory{}}}
+			opts := kube.CheckersOptions{FenceLease: true, Health: health.Options{Clock: clk}}
 			arrived := make(chan struct{})
+			var factory informers.SharedInformerFactory
 			if tt.watch {
-				factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(pod.Namespace))
+				factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(pod.Namespace))
 				opts.Leases = notifying{factory.Coordination().V1().Leases().Informer(), arrived}
-				informertest.StartInformers(t, client, factory, "leases")
 			}
-			_, err := kube.NewChecker(client, lister, pod.Namespace, registry, opts) // the reconcile before the eviction
+			checkers, err := kube.NewCheckers(client, opts) // at the operator's setup
 			require.NoError(t, err)
 			if tt.watch {
+				informertest.StartInformers(t, client, factory, "leases")
 				select { // the watch delivered the Lease while the clock read its renewal's time
 				case <-arrived:
 				case <-time.After(informertest.WatchTimeout):
@@ -289,7 +293,7 @@ func TestNewCheckerFenceLeaseWiresTheLeasePath(t *testing.T) {
 				}
 			}
 			clk.SetTime(delivered.Add(30 * time.Second))
-			checker, err := kube.NewChecker(client, lister, pod.Namespace, registry, opts)
+			checker, err := checkers.For(lister, pod.Namespace, registry, kube.CheckOptions{}) // the first reconcile after the eviction
 			require.NoError(t, err)
 			report, err := checker.CheckReport(context.Background())
 			require.NoError(t, err)
@@ -298,13 +302,13 @@ func TestNewCheckerFenceLeaseWiresTheLeasePath(t *testing.T) {
 	}
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	_, err := kube.NewChecker(client, startPodInformer(t, client, "default"), "default", registry, kube.CheckerOptions{Leases: factory.Coordination().V1().Leases().Informer()})
+	_, err := kube.NewCheckers(client, kube.CheckersOptions{Leases: factory.Coordination().V1().Leases().Informer()})
 	require.ErrorContains(t, err, "Leases without FenceLease would do nothing")
 	protocol := func(*corev1.Pod) (fencing.LeaseProtocol, bool) {
 		return fencing.LeaseProtocol{Lease: "pg", Deadline: 10 * time.Second}, true
 	}
 	_, err = kube.NewChecker(client, startPodInformer(t, client, "default"), "default", registry, kube.CheckerOptions{LeaseProtocol: protocol})
-	require.ErrorContains(t, err, "LeaseProtocol without FenceLease would do nothing")
+	require.ErrorContains(t, err, "LeaseProtocol without CheckersOptions.FenceLease would do nothing")
 
 	// The protocol stated in process, nothing on the pod: held for the
 	// wait from the first check, then freed.
@@ -312,12 +316,13 @@ func TestNewCheckerFenceLeaseWiresTheLeasePath(t *testing.T) {
 	bare.Annotations = nil
 	client = fake.NewClientset(loadNode(t, "node-lost.json"), loadNode(t, "node-healthy.json"), bare, lease)
 	clk := clocktesting.NewFakePassiveClock(delivered.Add(time.Minute))
-	opts := kube.CheckerOptions{FenceLease: true, LeaseProtocol: protocol, Health: health.Options{Clock: clk, Memory: &health.Memory{}}}
+	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{FenceLease: true, Health: health.Options{Clock: clk}})
+	require.NoError(t, err)
 	lister := startPodInformer(t, client, bare.Namespace)
 	var outcomes []health.Outcome
 	for _, at := range []time.Duration{0, 27 * time.Second} {
 		clk.SetTime(delivered.Add(time.Minute + at))
-		checker, err := kube.NewChecker(client, lister, bare.Namespace, registry, opts)
+		checker, err := checkers.For(lister, bare.Namespace, registry, kube.CheckOptions{LeaseProtocol: protocol})
 		require.NoError(t, err)
 		report, err := checker.CheckReport(context.Background())
 		require.NoError(t, err)
@@ -342,11 +347,12 @@ func (n notifying) AddEventHandler(h toolscache.ResourceEventHandler) (toolscach
 	})
 }
 
-// Checkers built per reconcile without a Memory share one per client and
-// clock: the second reconcile, over a cache that still lists the pod the
-// first one force-deleted, sends no second DELETE. A checker over another
-// client remembers nothing of it.
-func TestNewCheckerPerReconcileWithoutAMemoryDeletesOnce(t *testing.T) {
+// Checkers handed out per reconcile by one Checkers share its Memory: the
+// second reconcile, over a cache that still lists the pod the first one
+// force-deleted, sends no second DELETE. Another Checkers, even over the
+// same client, shares nothing with it; and NewChecker's one-off checkers
+// keep state of their own.
+func TestTwoCheckersFromOneCheckersShareOneMemory(t *testing.T) {
 	pods := allFixturePods(t)
 	indexer := podIndexer() // never told of the delete: a lagging cache
 	for _, p := range pods {
@@ -354,8 +360,10 @@ func TestNewCheckerPerReconcileWithoutAMemoryDeletesOnce(t *testing.T) {
 	}
 	lister := corelisters.NewPodLister(indexer)
 	client := fake.NewClientset(objects(pods...)...)
+	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{})
+	require.NoError(t, err)
 	for i := range 3 {
-		checker, err := kube.NewChecker(client, lister, "default", registry, kube.CheckerOptions{})
+		checker, err := checkers.For(lister, "default", registry, kube.CheckOptions{})
 		require.NoError(t, err)
 		healthy, err := checker.Check(context.Background())
 		require.NoError(t, err, "reconcile %d", i)
@@ -363,10 +371,50 @@ func TestNewCheckerPerReconcileWithoutAMemoryDeletesOnce(t *testing.T) {
 	}
 	require.Len(t, deleteActions(client), 1, "DELETEs sent by three reconciles over a stale cache")
 
-	other := fake.NewClientset(objects(pods...)...)
-	checker, err := kube.NewChecker(other, lister, "default", registry, kube.CheckerOptions{})
+	other, err := kube.NewCheckers(client, kube.CheckersOptions{})
+	require.NoError(t, err)
+	checker, err := other.For(lister, "default", registry, kube.CheckOptions{})
 	require.NoError(t, err)
 	_, err = checker.Check(context.Background())
 	require.NoError(t, err)
-	require.Len(t, deleteActions(other), 1, "another client's checkers share nothing with these")
+	require.Len(t, deleteActions(client), 2, "another Checkers shares nothing with this one")
+
+	oneOff, err := kube.NewChecker(client, lister, "default", registry, kube.CheckerOptions{})
+	require.NoError(t, err)
+	_, err = oneOff.Check(context.Background())
+	require.NoError(t, err)
+	require.Len(t, deleteActions(client), 3, "a one-off checker keeps state of its own")
+}
+
+// A thousand operators' clients, each with its Checkers, each keep their
+// own state: past any bound of a registry (before, 64 clients), every
+// Checkers still remembers what its checkers force-deleted, and a pod a
+// lagging cache lists again gets no second DELETE.
+func TestAThousandClientsEachKeepTheirOwnState(t *testing.T) {
+	pods := allFixturePods(t)
+	indexer := podIndexer()
+	for _, p := range pods {
+		require.NoError(t, indexer.Add(p))
+	}
+	lister := corelisters.NewPodLister(indexer)
+	const clients = 1000
+	all := make([]*fake.Clientset, clients)
+	checkers := make([]*kube.Checkers, clients)
+	for i := range clients {
+		all[i] = fake.NewClientset(objects(pods...)...)
+		var err error
+		checkers[i], err = kube.NewCheckers(all[i], kube.CheckersOptions{NoNodeEvidence: true, Health: health.Options{Fencing: health.FenceNever}})
+		require.NoError(t, err)
+	}
+	for round := range 2 { // each client checked in turn, twice
+		for i := range clients {
+			checker, err := checkers[i].For(lister, "default", registry, kube.CheckOptions{})
+			require.NoError(t, err)
+			_, err = checker.Check(context.Background())
+			require.NoError(t, err, "client %d, round %d", i, round)
+		}
+	}
+	for i := range clients {
+		require.Len(t, deleteActions(all[i]), 1, "client %d", i)
+	}
 }
