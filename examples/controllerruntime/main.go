@@ -163,18 +163,17 @@ type Config struct {
 }
 
 // RegistryReconciler keeps each registry at one live pod. It is safe for
-// concurrent use: its checkers share one health.Memory and its Tracker
-// serves every registry.
+// concurrent use: its checkers come from one Checkers (one Memory, one
+// budget) and its Tracker serves every registry.
 type RegistryReconciler struct {
 	mgr          Manager
 	cfg          Config
-	memory       *health.Memory
-	budget       *health.DeleteBudget // nil: no limit
+	checkers     *crh.Checkers
 	replacements *replacements.Tracker
 }
 
 // Manager is what the reconciler uses of a controller-runtime manager: the
-// clients that crh.NewChecker needs, and the events.k8s.io recorder.
+// clients that crh.NewCheckers needs, and the events.k8s.io recorder.
 type Manager interface {
 	crh.Manager
 	GetEventRecorder(name string) recorder.EventRecorder
@@ -186,16 +185,21 @@ func NewRegistryReconciler(mgr Manager, cfg Config) (*RegistryReconciler, error)
 	r := &RegistryReconciler{
 		mgr:          mgr,
 		cfg:          cfg,
-		memory:       health.NewMemory(health.MemoryOptions{}),
 		replacements: replacements.New(replacements.Options{}),
 	}
+	opts := crh.CheckersOptions{EventRecorder: mgr.GetEventRecorder(EventRecorderName)}
 	if cfg.MaxForceDeletesPerMinute > 0 {
 		budget, err := health.NewDeleteBudget(cfg.MaxForceDeletesPerMinute, time.Minute)
 		if err != nil {
 			return nil, err
 		}
-		r.budget = budget
+		opts.Health.Budget = budget
 	}
+	checkers, err := crh.NewCheckers(mgr, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.checkers = checkers
 	return r, nil
 }
 
@@ -278,10 +282,8 @@ func (r *RegistryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	selector := labels.SelectorFromSet(labels.Set{WorkloadLabel: registry.Name})
-	checker, err := crh.NewChecker(r.mgr, registry.Namespace, selector, crh.Options{
-		Health:        health.Options{Memory: r.memory, Budget: r.budget, Logger: log.FromContext(ctx)},
-		EventRecorder: r.mgr.GetEventRecorder(EventRecorderName),
-		EventObject:   &registry, // the events regard the registry
+	checker, err := r.checkers.For(registry.Namespace, selector, crh.CheckOptions{
+		EventObject: &registry, // the events regard the registry
 	})
 	if err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(err)

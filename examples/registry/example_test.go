@@ -26,7 +26,7 @@ func Example() {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	created := replacements.New(replacements.Options{}) // one per operator, shared by every Reconciler
+	created := replacements.New(replacements.Options{})               // one per operator, shared by every Reconciler
 	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{}) // likewise; nodes read live
 	if err != nil {
 		fmt.Println(err)

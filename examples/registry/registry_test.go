@@ -72,7 +72,7 @@ type world struct {
 	nodes   *pfake.Nodes
 	// checkers is the operator's, built once over client with the nodes.
 	checkers *kube.Checkers
-	created *replacements.Tracker
+	created  *replacements.Tracker
 }
 
 func newWorld(t *testing.T, pods []*corev1.Pod, nodes ...*corev1.Node) *world {

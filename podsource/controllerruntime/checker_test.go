@@ -30,7 +30,7 @@ func orphan(t *testing.T, node string) *corev1.Pod {
 	return p
 }
 
-func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
+func TestCheckersWireSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 	alive := loadPod(t, testutil.PodAlive)
 	evicted := loadPod(t, testutil.PodTaintEvicted) // on node-lost, which is not Ready
 	lost, healthy := loadNode(t, testutil.NodeLost), loadNode(t, testutil.NodeHealthy)
@@ -39,7 +39,8 @@ func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 		name        string
 		cache, live []client.Object
 		pods        []*corev1.Pod
-		opts        crh.Options
+		opts        crh.CheckersOptions
+		check       crh.CheckOptions
 		wantHealthy bool
 		wantGone    []string
 		wantKept    []string
@@ -48,7 +49,7 @@ func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 		{
 			name:  "taint-evicted pod on a node that is not Ready: force-deleted at once, event on the owner",
 			cache: []client.Object{lost, healthy}, live: []client.Object{lost, healthy},
-			pods: []*corev1.Pod{alive, evicted}, opts: crh.Options{EventObject: owner},
+			pods: []*corev1.Pod{alive, evicted}, check: crh.CheckOptions{EventObject: owner},
 			wantHealthy: true, wantGone: []string{evicted.Name}, wantKept: []string{alive.Name},
 			wantEvents: []string{podsource.ReasonForceDeleted},
 		},
@@ -68,13 +69,13 @@ func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 		{
 			name:  "no node evidence: a node missing everywhere proves nothing",
 			cache: []client.Object{healthy}, live: []client.Object{healthy},
-			pods: []*corev1.Pod{orphan(t, "node-deleted")}, opts: crh.Options{NoNodeEvidence: true},
+			pods: []*corev1.Pod{orphan(t, "node-deleted")}, opts: crh.CheckersOptions{NoNodeEvidence: true},
 			wantHealthy: true, wantKept: []string{"orphan"},
 		},
 		{
 			name:  "dry run: nothing deleted, the would-delete event recorded",
 			cache: []client.Object{lost}, live: []client.Object{lost},
-			pods: []*corev1.Pod{evicted}, opts: crh.Options{Health: health.Options{DryRun: true}},
+			pods: []*corev1.Pod{evicted}, opts: crh.CheckersOptions{Health: health.Options{DryRun: true}},
 			wantHealthy: false, wantKept: []string{evicted.Name},
 			wantEvents: []string{podsource.ReasonWouldForceDelete},
 		},
@@ -87,7 +88,9 @@ func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 			mgr := &manager{cache: cache, live: live}
 			opts := tc.opts
 			opts.EventRecorder = rec
-			checker, err := crh.NewChecker(mgr, "default", registry, opts)
+			checkers, err := crh.NewCheckers(mgr, opts)
+			require.NoError(t, err)
+			checker, err := checkers.For("default", registry, tc.check)
 			require.NoError(t, err)
 			report, err := checker.CheckReport(context.Background())
 			require.NoError(t, err)
@@ -103,8 +106,8 @@ func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 			var reasons []string
 			for _, e := range rec.recorded() {
 				reasons = append(reasons, e.Reason)
-				if tc.opts.EventObject != nil {
-					require.Same(t, tc.opts.EventObject, e.Regarding)
+				if tc.check.EventObject != nil {
+					require.Same(t, tc.check.EventObject, e.Regarding)
 					ref, ok := e.Related.(*corev1.ObjectReference)
 					require.True(t, ok, "related is %T, want the pod's reference", e.Related)
 					require.Equal(t, "Pod", ref.Kind)
@@ -115,17 +118,17 @@ func TestNewCheckerWiresSourceDeleterNodeEvidenceAndEvents(t *testing.T) {
 	}
 }
 
-// TestNewCheckerFeedsTheCallersObserverAndTheRecorderBoth: an Observer of
+// TestCheckersFeedTheCallersObserverAndTheRecorderBoth: an Observer of
 // the caller's (metrics) and an EventRecorder both hear the force delete;
 // before, the recorder was dropped silently when an Observer was set.
-func TestNewCheckerFeedsTheCallersObserverAndTheRecorderBoth(t *testing.T) {
+func TestCheckersFeedTheCallersObserverAndTheRecorderBoth(t *testing.T) {
 	rec := &recordingRecorder{}
 	evicted := loadPod(t, testutil.PodTaintEvicted)
 	c := apiServer(t, evicted)
 	mgr := &manager{cache: c, live: c}
 	observed := 0
 	mine := observerFunc(func(context.Context, health.PodReport) { observed++ })
-	checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{Health: health.Options{Observer: mine}, EventRecorder: rec})
+	checker, err := oneChecker(mgr, "default", registry, crh.CheckersOptions{Health: health.Options{Observer: mine}, EventRecorder: rec})
 	require.NoError(t, err)
 	_, err = checker.CheckReport(context.Background())
 	require.NoError(t, err)
@@ -135,7 +138,7 @@ func TestNewCheckerFeedsTheCallersObserverAndTheRecorderBoth(t *testing.T) {
 
 	// Without a recorder, no events and no error: the events API differs
 	// between controller-runtime releases, so it is the caller's choice.
-	checker, err = crh.NewChecker(mgr, "default", registry, crh.Options{ClaimEvidence: true})
+	checker, err = oneChecker(mgr, "default", registry, crh.CheckersOptions{ClaimEvidence: true})
 	require.NoError(t, err)
 	_, err = checker.CheckReport(context.Background())
 	require.NoError(t, err)
@@ -148,7 +151,7 @@ func (f observerFunc) Observe(ctx context.Context, r health.PodReport) { f(ctx, 
 func TestDeadPodPredicatePassesAPodThatBecomesDeadByTheCheckersRules(t *testing.T) {
 	lost, healthy := loadNode(t, testutil.NodeLost), loadNode(t, testutil.NodeHealthy)
 	c := apiServer(t, lost, healthy)
-	checker, err := crh.NewChecker(&manager{cache: c, live: c}, "default", registry, crh.Options{EventRecorder: &recordingRecorder{}})
+	checker, err := oneChecker(&manager{cache: c, live: c}, "default", registry, crh.CheckersOptions{EventRecorder: &recordingRecorder{}})
 	require.NoError(t, err)
 	dead, err := crh.DeadPodPredicate(checker)
 	require.NoError(t, err)

@@ -24,16 +24,20 @@
 //     reconciled at once;
 //   - PolicyRules, EvidencePolicyRules and kubebuilder RBAC markers (in
 //     rbac.go) for what all of the above send;
-//   - NewChecker, which builds all of the above from a manager, a namespace
-//     and a selector, so that a reconciler's glue stays short.
+//   - Checkers, built once at setup from the manager: it owns what an
+//     operator's checks share (the Memory, the record of holds, the node
+//     and claim readers, the Lease watch) and hands out, per reconcile, a
+//     checker of one workload's pods (For, by label; ForOwner, by owner),
+//     so that a reconciler's glue stays short and nothing is kept in a
+//     package-level variable.
 //
-// In a reconciler (examples/controllerruntime in full):
+// At setup, and in a reconciler (examples/controllerruntime in full):
 //
-//	checker, err := controllerruntime.NewChecker(mgr, req.Namespace, selector, controllerruntime.Options{
-//		Health:        health.Options{Memory: memory, Logger: log.FromContext(ctx)},
-//		EventRecorder: mgr.GetEventRecorder("podhealth"), // v0.23 on; see Options.EventRecorder
-//		EventObject:   &owner,
+//	checkers, err := controllerruntime.NewCheckers(mgr, controllerruntime.CheckersOptions{
+//		EventRecorder: mgr.GetEventRecorder("podhealth"), // v0.23 on; see CheckersOptions
 //	})
+//	// per reconcile:
+//	checker, err := checkers.For(req.Namespace, selector, controllerruntime.CheckOptions{EventObject: &owner})
 //	report, err := checker.CheckReport(ctx) // (false, nil): create a replacement
 //
 // What this package shares with podsource/kube lives in package podsource,
@@ -62,8 +66,8 @@
 //
 // # Concurrency
 //
-// PodSource, Deleter, Nodes, Claims and EventObserver are safe for
-// concurrent use when the client or recorder under them is, as the
+// Checkers, PodSource, Deleter, Nodes, Claims and EventObserver are safe
+// for concurrent use when the client or recorder under them is, as the
 // manager's are. The predicate of DeadPodPredicate is safe for concurrent
 // use.
 package controllerruntime

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,15 +24,17 @@ import (
 
 // instances is a database operator's glue: its instance pods are found by
 // the owner index, fence themselves with a Lease, and are checked once per
-// reconcile of their Cluster.
+// reconcile of their Cluster, by checkers of one Checkers built at setup.
 type instances struct {
-	mgr      podhealthcr.Manager
-	recorder record.EventRecorder
-	health   health.Options // what every reconcile's checker shares
+	checkers *podhealthcr.Checkers
 }
 
-func newInstances(mgr podhealthcr.Manager, recorder record.EventRecorder) *instances {
-	return &instances{mgr: mgr, recorder: recorder, health: health.Options{Memory: health.NewMemory(health.MemoryOptions{})}}
+// newInstances builds the glue at setup; clk is the checks' clock (nil:
+// the real one), which a test sets.
+func newInstances(mgr podhealthcr.Manager, recorder record.EventRecorder, clk clock.PassiveClock) (*instances, error) {
+	checkers, err := podhealthcr.NewCheckers(mgr, podhealthcr.CheckersOptions{
+		CoreEventRecorder: recorder, FenceLease: true, Health: health.Options{Clock: clk}})
+	return &instances{checkers: checkers}, err
 }
 
 // check force-deletes the cluster's dead instances once fenced, and says
@@ -42,8 +45,7 @@ func (i *instances) check(ctx context.Context, cluster client.Object) (bool, tim
 	protocol := func(*corev1.Pod) (fencing.LeaseProtocol, bool) {
 		return fencing.LeaseProtocol{Lease: cluster.GetName() + "-primary", Deadline: 10 * time.Second}, true
 	}
-	checker, err := podhealthcr.NewCheckerForOwner(i.mgr, cluster, ".metadata.controller",
-		podhealthcr.Options{Health: i.health, CoreEventRecorder: i.recorder, FenceLease: true, LeaseProtocol: protocol})
+	checker, err := i.checkers.ForOwner(cluster, ".metadata.controller", podhealthcr.CheckOptions{LeaseProtocol: protocol})
 	if err != nil {
 		return false, 0, err
 	}
@@ -55,7 +57,7 @@ func (i *instances) check(ctx context.Context, cluster client.Object) (bool, tim
 // itself with the Lease pg-primary (15 s) and a 10 s deadline: it is held
 // until the Lease has been unrenewed for both plus the margin, then
 // force-deleted, so that the operator can promote a replica elsewhere.
-func ExampleNewCheckerForOwner() {
+func ExampleCheckers_ForOwner() {
 	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	cluster := &metav1.PartialObjectMetadata{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "postgresql.example.com/v1", Kind: "Cluster"},
@@ -84,9 +86,12 @@ func ExampleNewCheckerForOwner() {
 		return
 	}
 	recorder := record.NewFakeRecorder(10)
-	glue := newInstances(&exampleManager{c: c}, recorder)
 	clk := clocktesting.NewFakePassiveClock(now)
-	glue.health.Clock = clk
+	glue, err := newInstances(&exampleManager{c: c}, recorder, clk)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	for range 3 { // the operator requeues often; the hold is one event
 		healthy, retry, err := glue.check(context.Background(), cluster)
@@ -105,7 +110,7 @@ func ExampleNewCheckerForOwner() {
 	// 2 events
 }
 
-// exampleManager is the part of a manager that NewCheckerForOwner uses.
+// exampleManager is the part of a manager that NewCheckers uses.
 type exampleManager struct{ c client.Client }
 
 func (m *exampleManager) GetClient() client.Client    { return m.c }

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource/controllerruntime"
 	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
 )
@@ -46,12 +45,13 @@ func exampleObjects() (lost *corev1.Node, dead, alive *corev1.Pod) {
 	return lost, dead, alive
 }
 
-// A Checker built from a manager: its pods from the manager's cache, its
-// force deletes through the manager's client, node evidence from the cache
-// and the live reader, events through the recorder it is given. Here the
-// manager is a fake over fakeapi, which answers deletes as an API server
-// does.
-func ExampleNewChecker() {
+// Checkers built once from a manager, at setup, hand out a checker per
+// reconcile: its pods from the manager's cache, its force deletes through
+// the manager's client, node evidence from the cache and the live reader,
+// events through the recorder the Checkers was given, and a Memory that
+// every checker of the Checkers shares. Here the manager is a fake over
+// fakeapi, which answers deletes as an API server does.
+func ExampleCheckers() {
 	lost, dead, _ := exampleObjects()
 	c, err := fakeapi.NewClient(lost, dead)
 	if err != nil {
@@ -59,14 +59,15 @@ func ExampleNewChecker() {
 		return
 	}
 	mgr := &manager{cache: c, live: c}
-	recorder := &recordingRecorder{}                   // mgr.GetEventRecorder("podhealth") on controller-runtime v0.23 and later
-	memory := health.NewMemory(health.MemoryOptions{}) // once per operator, shared by its checkers
+	recorder := &recordingRecorder{}                                                                                // mgr.GetEventRecorder("podhealth") on controller-runtime v0.23 and later
+	checkers, err := controllerruntime.NewCheckers(mgr, controllerruntime.CheckersOptions{EventRecorder: recorder}) // at setup
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	selector := labels.SelectorFromSet(labels.Set{"app": "registry"})
-	checker, err := controllerruntime.NewChecker(mgr, "default", selector, controllerruntime.Options{
-		Health:        health.Options{Memory: memory},
-		EventRecorder: recorder,
-	})
+	checker, err := checkers.For("default", selector, controllerruntime.CheckOptions{}) // per reconcile
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -95,8 +96,12 @@ func ExampleDeadPodPredicate() {
 		fmt.Println(err)
 		return
 	}
-	mgr := &manager{cache: c, live: c}
-	checker, err := controllerruntime.NewChecker(mgr, "default", labels.SelectorFromSet(labels.Set{"app": "registry"}), controllerruntime.Options{})
+	checkers, err := controllerruntime.NewCheckers(&manager{cache: c, live: c}, controllerruntime.CheckersOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	checker, err := checkers.For("default", labels.SelectorFromSet(labels.Set{"app": "registry"}), controllerruntime.CheckOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -7,5 +7,5 @@ func SetReadTimeout(d time.Duration) time.Duration {
 	return time.Duration(readTimeout.Swap(int64(d)))
 }
 
-// NewOwnedPodSource is NewCheckerForOwner's source, for its tests.
+// NewOwnedPodSource is Checkers.ForOwner's source, for its tests.
 var NewOwnedPodSource = newOwnedPodSource

@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
+	crh "github.com/podhealth/podhealth/podsource/controllerruntime"
 	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
 )
 
@@ -140,3 +142,14 @@ func fakeapiNewClient(objs ...client.Object) (client.WithWatch, error) {
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
+
+// oneChecker builds a Checkers over mgr with opts and hands out one
+// checker of namespace and selector, as code that builds its checker once
+// at startup does.
+func oneChecker(mgr crh.Manager, namespace string, selector labels.Selector, opts crh.CheckersOptions) (*health.Checker, error) {
+	checkers, err := crh.NewCheckers(mgr, opts)
+	if err != nil {
+		return nil, err
+	}
+	return checkers.For(namespace, selector, crh.CheckOptions{})
+}

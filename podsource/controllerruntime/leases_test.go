@@ -105,8 +105,9 @@ func (m *cachedManager) GetCache() cache.Cache { return m.cache }
 // renewal, on Health.Clock: a database instance whose Lease was delivered
 // 30 s before the first check after its eviction goes at that check
 // (duration 15 s, deadline 10 s, margin 2 s), where a manager without a
-// cache waits the whole wait from the check. Checkers built per reconcile
-// share the fencer and its watch.
+// cache waits the whole wait from the check. The watch is registered when
+// the Checkers is built, before any checker exists, and the checkers it
+// hands out share it.
 func TestFenceLeaseWiresTheLeasePathInOneOption(t *testing.T) {
 	delivered := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
 	instance := loadPod(t, testutil.PodTaintEvicted).DeepCopy()
@@ -132,23 +133,23 @@ func TestFenceLeaseWiresTheLeasePathInOneOption(t *testing.T) {
 			if tt.cached {
 				mgr = &cachedManager{manager: &manager{cache: c, live: c}, cache: &leaseCache{informer: informer}}
 			}
-			opts := crh.Options{FenceLease: true, Health: health.Options{Clock: clk, Memory: &health.Memory{}}}
-			if _, err := crh.NewChecker(mgr, instance.Namespace, selector, opts); err != nil {
-				t.Fatal(err)
-			}
+			checkers, err := crh.NewCheckers(mgr, crh.CheckersOptions{FenceLease: true, Health: health.Options{Clock: clk}}) // at setup
+			require.NoError(t, err)
 			var stored coordinationv1.Lease
 			require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(lease), &stored))
 			for _, h := range informer.handlers {
 				h.OnAdd(&stored, false) // the watch delivers the holder's last renewal
 			}
 			clk.SetTime(delivered.Add(30 * time.Second)) // the first check after the eviction
-			checker, err := crh.NewChecker(mgr, instance.Namespace, selector, opts)
+			checker, err := checkers.For(instance.Namespace, selector, crh.CheckOptions{})
 			require.NoError(t, err)
 			report, err := checker.CheckReport(context.Background())
 			require.NoError(t, err)
 			require.Equal(t, tt.outcome, report.Pods[0].Outcome, "held: %s", report.Pods[0].HeldBack)
 			if tt.cached {
-				require.Len(t, informer.handlers, 1, "one watch for every checker of the manager")
+				_, err := checkers.For(instance.Namespace, selector, crh.CheckOptions{})
+				require.NoError(t, err)
+				require.Len(t, informer.handlers, 1, "one watch for every checker of the Checkers")
 				require.Equal(t, "lease", report.Pods[0].FencedBy.Fencer)
 			} else {
 				require.Contains(t, report.Pods[0].HeldBack.Detail, "fences once unrenewed for 27s")
@@ -162,12 +163,16 @@ func TestFenceLeaseWiresTheLeasePathInOneOption(t *testing.T) {
 	require.NoError(t, err)
 	own, err := fencing.NewLeaseFencer(live, fencing.LeaseOptions{})
 	require.NoError(t, err)
-	_, err = crh.NewChecker(&manager{cache: c, live: c}, "default", selector, crh.Options{FenceLease: true, Health: health.Options{Fencers: []health.Fencer{own}}})
+	withOwn, err := crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{FenceLease: true, Health: health.Options{Fencers: []health.Fencer{own}}})
+	require.NoError(t, err)
+	_, err = withOwn.For("default", selector, crh.CheckOptions{})
 	require.ErrorContains(t, err, `"lease"`)
-	_, err = crh.NewChecker(&manager{cache: c, live: c}, "default", selector, crh.Options{LeaseProtocol: func(*corev1.Pod) (fencing.LeaseProtocol, bool) {
+	without, err := crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{})
+	require.NoError(t, err)
+	_, err = without.For("default", selector, crh.CheckOptions{LeaseProtocol: func(*corev1.Pod) (fencing.LeaseProtocol, bool) {
 		return fencing.LeaseProtocol{}, false
 	}})
-	require.ErrorContains(t, err, "LeaseProtocol without FenceLease would do nothing")
+	require.ErrorContains(t, err, "LeaseProtocol without CheckersOptions.FenceLease would do nothing")
 }
 
 // The Lease fencing's marker and LeasePolicyRules are the same rule.
@@ -175,26 +180,23 @@ func TestLeaseFencingMarkerAndRuleAreTheSame(t *testing.T) {
 	require.Empty(t, cmp.Diff(crh.LeasePolicyRules(), markerRules(t, "leases.go")))
 }
 
-// A Manager that cannot be compared, whose checkers share no Memory, keeps
-// its state to each checker: FenceLease then registers no watch on its
-// informer, which would pile up one handler per reconcile and outlive
-// every checker. With a shared Memory the checkers share one watch.
-func TestFenceLeaseRegistersOneWatchPerSharedStateAndNoneForAChecker(t *testing.T) {
+// Each Checkers registers one watch on the manager's Lease informer, when
+// it is built, whatever the Manager (one that cannot be compared too),
+// and none per checker it hands out: a handler per reconcile would pile
+// up on the informer and outlive every checker.
+func TestFenceLeaseRegistersOneWatchPerCheckersAndNonePerChecker(t *testing.T) {
 	c := apiServer(t)
 	selector := labels.SelectorFromSet(labels.Set{"app": "pg"})
 	informer := &leaseInformer{}
 	mgr := uncomparableCached{uncomparable: uncomparable{cache: c, live: c, tags: map[string]string{}}, cache: &leaseCache{informer: informer}}
+	checkers, err := crh.NewCheckers(mgr, crh.CheckersOptions{FenceLease: true})
+	require.NoError(t, err)
+	require.Len(t, informer.handlers, 1, "the watch, registered at setup")
 	for range 3 {
-		_, err := crh.NewChecker(mgr, "default", selector, crh.Options{FenceLease: true})
+		_, err := checkers.For("default", selector, crh.CheckOptions{})
 		require.NoError(t, err)
 	}
-	require.Empty(t, informer.handlers, "no watch for state of one checker")
-	memory := &health.Memory{}
-	for range 3 {
-		_, err := crh.NewChecker(mgr, "default", selector, crh.Options{FenceLease: true, Health: health.Options{Memory: memory}})
-		require.NoError(t, err)
-	}
-	require.Len(t, informer.handlers, 1, "one watch for the checkers that share a Memory")
+	require.Len(t, informer.handlers, 1, "none more per checker")
 }
 
 // uncomparableCached is a Manager held by value that cannot be compared,

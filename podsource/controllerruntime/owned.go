@@ -17,7 +17,7 @@ import (
 
 var _ health.PodSource = (*ownedPodSource)(nil)
 
-// ownedPodSource, NewCheckerForOwner's source, lists the pods that one
+// ownedPodSource, Checkers.ForOwner's source, lists the pods that one
 // owner controls (their controller
 // reference names its UID), through a client.Reader, typically
 // mgr.GetClient(): for an operator that finds its pods by owner, such as
@@ -39,7 +39,7 @@ type ownedPodSource struct {
 
 // ControllerIndex is the name of a field index of pods by their
 // controller's name, as ControllerName gives it: register it once, before
-// the manager starts, and pass it to NewCheckerForOwner:
+// the manager starts, and pass it to Checkers.ForOwner:
 //
 //	mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podhealthcr.ControllerIndex, podhealthcr.ControllerName)
 //
@@ -63,10 +63,10 @@ func ControllerName(obj client.Object) []string {
 // name.
 func newOwnedPodSource(reader client.Reader, owner client.Object, index string) (*ownedPodSource, error) {
 	if isNil(reader) {
-		return nil, errors.New("controllerruntime: NewCheckerForOwner: nil client.Reader")
+		return nil, errors.New("controllerruntime: owned pods: nil client.Reader")
 	}
 	if err := validOwner(owner); err != nil {
-		return nil, fmt.Errorf("controllerruntime: NewCheckerForOwner: %w", err)
+		return nil, fmt.Errorf("controllerruntime: owned pods: %w", err)
 	}
 	return &ownedPodSource{reader: reader, namespace: owner.GetNamespace(), owner: owner.GetUID(), name: owner.GetName(), index: index}, nil
 }

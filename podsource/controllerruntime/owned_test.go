@@ -96,12 +96,14 @@ func TestOwnedDeleterRefusesPodsTheOwnerDoesNotControl(t *testing.T) {
 // A database operator's reconcile, as it finds its instance pods (by its
 // owner index, no labels): the dead instance on the lost node goes (no
 // claim, so no fencing needed), the other cluster's dead pod stays.
-func TestNewCheckerForOwnerChecksTheOwnersPods(t *testing.T) {
+func TestCheckersForOwnerChecksTheOwnersPods(t *testing.T) {
 	dead := instance(t, testutil.PodTaintEvicted, "pg-1", "pg", "pg-uid")
 	alive := instance(t, testutil.PodAlive, "pg-2", "pg", "pg-uid")
 	others := instance(t, testutil.PodTaintEvicted, "mysql-1", "mysql", "mysql-uid")
 	c := operatorClient(t, dead, alive, others, loadNode(t, testutil.NodeLost), loadNode(t, testutil.NodeHealthy))
-	checker, err := crh.NewCheckerForOwner(&manager{cache: c, live: c}, instanceOwner, byOwner, crh.Options{})
+	checkers, err := crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{})
+	require.NoError(t, err)
+	checker, err := checkers.ForOwner(instanceOwner, byOwner, crh.CheckOptions{})
 	require.NoError(t, err)
 	report, err := checker.CheckReport(context.Background())
 	require.NoError(t, err)
@@ -115,6 +117,8 @@ func TestNewCheckerForOwnerChecksTheOwnersPods(t *testing.T) {
 
 func TestOwnedScopesRefuseOwnersTheyCannotMatch(t *testing.T) {
 	c := operatorClient(t)
+	checkers, err := crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{})
+	require.NoError(t, err)
 	noUID := instanceOwner.DeepCopy()
 	noUID.UID = ""
 	noNamespace := instanceOwner.DeepCopy()
@@ -124,10 +128,10 @@ func TestOwnedScopesRefuseOwnersTheyCannotMatch(t *testing.T) {
 		require.Error(t, err, name)
 		_, err = crh.NewOwnedDeleter(c, owner)
 		require.Error(t, err, name)
-		_, err = crh.NewCheckerForOwner(&manager{cache: c, live: c}, owner, "", crh.Options{})
+		_, err = checkers.ForOwner(owner, "", crh.CheckOptions{})
 		require.Error(t, err, name)
 	}
-	_, err := crh.NewOwnedPodSource(c, noUID, "")
+	_, err = crh.NewOwnedPodSource(c, noUID, "")
 	require.ErrorContains(t, err, "has no UID")
 	var typedNil *metav1.PartialObjectMetadata
 	_, err = crh.NewOwnedDeleter(c, typedNil)

@@ -30,11 +30,11 @@ func heldStatefulPod(t *testing.T) *corev1.Pod {
 	return pod
 }
 
-// An operator that builds its Checker in every reconcile, as the docs
-// allow, over a node cache that never syncs: the reads of the first
-// reconcile pay the timeout, and the next reconciles pay none, because
-// the checkers of one manager share their node readers: they read through
-// one background probe at a time, each lasting the timeout.
+// An operator that asks its Checkers for a checker in every reconcile,
+// over a node cache that never syncs: the reads of the first reconcile
+// pay the timeout, and the next reconciles pay none, because the checkers
+// of one Checkers share their node readers: they read through one
+// background probe at a time, each lasting the timeout.
 func TestCheckersBuiltPerReconcileShareOneStallGuard(t *testing.T) {
 	const timeout = time.Second
 	old := crh.SetReadTimeout(timeout)
@@ -54,11 +54,11 @@ func TestCheckersBuiltPerReconcileShareOneStallGuard(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		},
 	})
-	mgr := &manager{cache: stalled, live: stalled}
-	memory := &health.Memory{}
+	checkers, err := crh.NewCheckers(&manager{cache: stalled, live: stalled}, crh.CheckersOptions{})
+	require.NoError(t, err)
 	var afterFirst time.Time
 	for i := range 5 {
-		checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{Health: health.Options{Memory: memory}})
+		checker, err := checkers.For("default", registry, crh.CheckOptions{})
 		require.NoError(t, err)
 		started := time.Now()
 		report, err := checker.CheckReport(context.Background())
@@ -77,17 +77,18 @@ func TestCheckersBuiltPerReconcileShareOneStallGuard(t *testing.T) {
 	require.LessOrEqual(t, probes, 1+int(time.Since(afterFirst)/timeout), "node reads over five reconciles: one timed out, then the probes")
 }
 
-// Checkers built per reconcile over one manager record one event for a
-// hold that lasts, through either kind of recorder, and NewChecker refuses
-// both recorders at once.
+// Checkers handed out per reconcile by one Checkers record one event for a
+// hold that lasts, through either kind of recorder, and NewCheckers
+// refuses both recorders at once, and For an event object without one.
 func TestCheckersBuiltPerReconcileRecordAHoldOnce(t *testing.T) {
 	lost := loadNode(t, testutil.NodeLost)
 	t.Run("events.k8s.io recorder", func(t *testing.T) {
 		c := apiServer(t, append(objects(heldStatefulPod(t)), lost)...)
-		mgr := &manager{cache: c, live: c}
 		rec := &recordingRecorder{}
+		checkers, err := crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{EventRecorder: rec})
+		require.NoError(t, err)
 		for range 5 {
-			checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{EventRecorder: rec})
+			checker, err := checkers.For("default", registry, crh.CheckOptions{})
 			require.NoError(t, err)
 			report, err := checker.CheckReport(context.Background())
 			require.NoError(t, err)
@@ -98,10 +99,11 @@ func TestCheckersBuiltPerReconcileRecordAHoldOnce(t *testing.T) {
 	})
 	t.Run("core/v1 recorder", func(t *testing.T) {
 		c := apiServer(t, append(objects(heldStatefulPod(t)), lost)...)
-		mgr := &manager{cache: c, live: c}
 		rec := record.NewFakeRecorder(10)
+		checkers, err := crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{CoreEventRecorder: rec})
+		require.NoError(t, err)
 		for range 5 {
-			checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{CoreEventRecorder: rec})
+			checker, err := checkers.For("default", registry, crh.CheckOptions{})
 			require.NoError(t, err)
 			_, err = checker.CheckReport(context.Background())
 			require.NoError(t, err)
@@ -116,8 +118,12 @@ func TestCheckersBuiltPerReconcileRecordAHoldOnce(t *testing.T) {
 	})
 	t.Run("both", func(t *testing.T) {
 		c := apiServer(t)
-		_, err := crh.NewChecker(&manager{cache: c, live: c}, "default", registry, crh.Options{EventRecorder: &recordingRecorder{}, CoreEventRecorder: record.NewFakeRecorder(1)})
+		_, err := crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{EventRecorder: &recordingRecorder{}, CoreEventRecorder: record.NewFakeRecorder(1)})
 		require.ErrorContains(t, err, "both EventRecorder and CoreEventRecorder")
+		checkers, err := crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{})
+		require.NoError(t, err)
+		_, err = checkers.For("default", registry, crh.CheckOptions{EventObject: &corev1.ConfigMap{}})
+		require.ErrorContains(t, err, "EventObject without an event recorder")
 	})
 }
 
@@ -127,52 +133,6 @@ type byValue struct{ cache, live client.Client }
 
 func (m byValue) GetClient() client.Client    { return m.cache }
 func (m byValue) GetAPIReader() client.Reader { return m.live }
-
-// A Manager held by value is one manager too: its checkers, built per
-// check, record one event for a hold that lasts, and the next once
-// podsource.DefaultHeldRepeat has passed on Health.Clock, as with a
-// pointer. Before, each checker of a struct Manager got a record of its
-// own, and each check an event; and the repeat ran on the real clock.
-func TestAManagerHeldByValueSharesItsStateAndRepeatsOnHealthsClock(t *testing.T) {
-	// The clients a real manager hands out are pointers.
-	c := &struct{ client.Client }{apiServer(t, append(objects(heldStatefulPod(t)), loadNode(t, testutil.NodeLost))...)}
-	rec := &recordingRecorder{}
-	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC))
-	check := func() {
-		t.Helper()
-		checker, err := crh.NewChecker(byValue{cache: c, live: c}, "default", registry, crh.Options{EventRecorder: rec, Health: health.Options{Clock: clk}})
-		require.NoError(t, err)
-		report, err := checker.CheckReport(context.Background())
-		require.NoError(t, err)
-		require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
-	}
-	for range 4 {
-		check()
-	}
-	require.Len(t, rec.recorded(), 1, "one event for one hold over four checks")
-	clk.SetTime(clk.Now().Add(podsource.DefaultHeldRepeat))
-	check()
-	require.Len(t, rec.recorded(), 2, "recorded again once the repeat passed on Health.Clock")
-}
-
-// A Manager that cannot be compared (it holds a client by value with
-// funcs in it, as an interceptor client is) is told apart by the Memory
-// its checkers share: one event for a hold over three checks. Never a
-// panic; without a shared Memory each checker keeps its state to itself.
-func TestAManagerThatCannotBeComparedIsToldApartByItsMemory(t *testing.T) {
-	c := apiServer(t, append(objects(heldStatefulPod(t)), loadNode(t, testutil.NodeLost))...)
-	mgr := uncomparable{cache: interceptor.NewClient(c, interceptor.Funcs{}), live: c, tags: map[string]string{}}
-	rec, memory := &recordingRecorder{}, &health.Memory{}
-	for range 3 {
-		checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{EventRecorder: rec, Health: health.Options{Memory: memory}})
-		require.NoError(t, err)
-		_, err = checker.CheckReport(context.Background())
-		require.NoError(t, err)
-	}
-	require.Len(t, rec.recorded(), 1, "one event for one hold over three checks")
-	_, err := crh.NewChecker(mgr, "default", registry, crh.Options{})
-	require.NoError(t, err, "without a Memory: state of its own")
-}
 
 // uncomparable is a Manager held by value with a map in it.
 type uncomparable struct {
@@ -184,42 +144,104 @@ type uncomparable struct {
 func (m uncomparable) GetClient() client.Client    { return m.cache }
 func (m uncomparable) GetAPIReader() client.Reader { return m.live }
 
-// Checkers built per reconcile without a Memory share the manager's: the
+// The state is the Checkers', whatever the Manager: a Manager held by
+// value, or one that cannot be compared (it holds a map), shares its
+// checkers' state through the Checkers the operator holds, with one event
+// for a hold over four checks and the next once podsource.DefaultHeldRepeat
+// has passed on Health.Clock. Before, sharing depended on finding the
+// Manager again by its identity.
+func TestTheCheckersOwnTheirStateWhateverTheManager(t *testing.T) {
+	for name, mgr := range map[string]func(client.Client) crh.Manager{
+		"held by value": func(c client.Client) crh.Manager { return byValue{cache: c, live: c} },
+		"that cannot be compared": func(c client.Client) crh.Manager {
+			return uncomparable{cache: interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{}), live: c, tags: map[string]string{}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := apiServer(t, append(objects(heldStatefulPod(t)), loadNode(t, testutil.NodeLost))...)
+			rec := &recordingRecorder{}
+			clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC))
+			checkers, err := crh.NewCheckers(mgr(c), crh.CheckersOptions{EventRecorder: rec, Health: health.Options{Clock: clk}})
+			require.NoError(t, err)
+			check := func() {
+				t.Helper()
+				checker, err := checkers.For("default", registry, crh.CheckOptions{})
+				require.NoError(t, err)
+				report, err := checker.CheckReport(context.Background())
+				require.NoError(t, err)
+				require.Equal(t, health.HeldBack, report.Pods[0].Outcome)
+			}
+			for range 4 {
+				check()
+			}
+			require.Len(t, rec.recorded(), 1, "one event for one hold over four checks")
+			clk.SetTime(clk.Now().Add(podsource.DefaultHeldRepeat))
+			check()
+			require.Len(t, rec.recorded(), 2, "recorded again once the repeat passed on Health.Clock")
+		})
+	}
+}
+
+// Checkers handed out per reconcile by one Checkers share its Memory: the
 // second reconcile, over a cache that still lists the pod the first one
-// force-deleted, sends no second DELETE. Another manager's checkers
-// remember nothing of it, nor do those of a Manager that cannot be
-// compared.
-func TestCheckersBuiltPerReconcileWithoutAMemoryDeleteOnce(t *testing.T) {
-	stale := func(deletes *atomic.Int32) client.Client {
-		// The DELETE is accepted, and the cache goes on listing the pod.
-		c := apiServer(t, loadPod(t, testutil.PodTaintEvicted), loadPod(t, testutil.PodAlive))
-		return interceptor.NewClient(c, interceptor.Funcs{Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+// force-deleted, sends no second DELETE. Another Checkers over the same
+// manager shares nothing with it.
+func TestTwoCheckersFromOneCheckersShareOneMemory(t *testing.T) {
+	var deletes atomic.Int32
+	// The DELETE is accepted, and the cache goes on listing the pod.
+	c := interceptor.NewClient(apiServer(t, loadPod(t, testutil.PodTaintEvicted), loadPod(t, testutil.PodAlive)), interceptor.Funcs{
+		Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
 			deletes.Add(1)
 			return nil
 		}})
-	}
-	reconcile := func(mgr crh.Manager) {
-		checker, err := crh.NewChecker(mgr, "default", registry, crh.Options{NoNodeEvidence: true})
+	mgr := &manager{cache: c, live: c}
+	reconcile := func(checkers *crh.Checkers) {
+		t.Helper()
+		checker, err := checkers.For("default", registry, crh.CheckOptions{})
 		require.NoError(t, err)
 		healthy, err := checker.Check(context.Background())
 		require.NoError(t, err)
 		require.True(t, healthy)
 	}
-
-	var deletes atomic.Int32
-	c := stale(&deletes)
-	mgr := &manager{cache: c, live: c}
+	checkers, err := crh.NewCheckers(mgr, crh.CheckersOptions{NoNodeEvidence: true})
+	require.NoError(t, err)
 	for range 3 {
-		reconcile(mgr)
+		reconcile(checkers)
 	}
 	require.Equal(t, int32(1), deletes.Load(), "DELETEs sent by three reconciles over a stale cache")
-	reconcile(&manager{cache: c, live: c})
-	require.Equal(t, int32(2), deletes.Load(), "another manager's checkers share nothing with these")
+	other, err := crh.NewCheckers(mgr, crh.CheckersOptions{NoNodeEvidence: true})
+	require.NoError(t, err)
+	reconcile(other)
+	require.Equal(t, int32(2), deletes.Load(), "another Checkers shares nothing with this one")
+}
 
-	var own atomic.Int32
-	byValue := uncomparable{cache: stale(&own), tags: map[string]string{}}
-	byValue.live = byValue.cache
-	reconcile(byValue)
-	reconcile(byValue)
-	require.Equal(t, int32(2), own.Load(), "a Manager that cannot be compared: each checker remembers alone")
+// A thousand managers, each with its Checkers, each keep their own state:
+// past any bound of a registry (before, 64 managers), every Checkers still
+// remembers what its checkers force-deleted.
+func TestAThousandManagersEachKeepTheirOwnState(t *testing.T) {
+	const managers = 1000
+	counts := make([]atomic.Int32, managers)
+	all := make([]*crh.Checkers, managers)
+	base := apiServer(t, loadPod(t, testutil.PodTaintEvicted), loadPod(t, testutil.PodAlive))
+	for i := range managers {
+		c := interceptor.NewClient(base, interceptor.Funcs{
+			Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+				counts[i].Add(1)
+				return nil
+			}})
+		var err error
+		all[i], err = crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{NoNodeEvidence: true})
+		require.NoError(t, err)
+	}
+	for round := range 2 {
+		for i := range managers {
+			checker, err := all[i].For("default", registry, crh.CheckOptions{})
+			require.NoError(t, err)
+			_, err = checker.Check(context.Background())
+			require.NoError(t, err, "manager %d, round %d", i, round)
+		}
+	}
+	for i := range managers {
+		require.Equal(t, int32(1), counts[i].Load(), "manager %d", i)
+	}
 }

@@ -1,8 +1,9 @@
 // Command adapter is what a user of the controller-runtime adapter writes,
 // built by the release rehearsal outside the repository, at the adapter's
 // floors (controller-runtime v0.19.0): a reconciler that checks the pods
-// of a ConfigMap's app with NewChecker, recording events through the core
-// recorder that controller-runtime managers before v0.23 offer.
+// of a ConfigMap's app with the checkers of one Checkers built at setup,
+// recording events through the core recorder that controller-runtime
+// managers before v0.23 offer.
 package main
 
 import (
@@ -14,14 +15,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/podhealth/podhealth/health"
 	podhealthcr "github.com/podhealth/podhealth/podsource/controllerruntime"
-	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 type reconciler struct {
-	mgr    ctrl.Manager
-	memory health.Memory
+	mgr      ctrl.Manager
+	checkers *podhealthcr.Checkers
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -29,13 +28,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.mgr.GetClient().Get(ctx, req.NamespacedName, &app); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	events, err := kube.NewEventObserver(r.mgr.GetEventRecorderFor("podhealth"), kube.EventObserverOptions{Object: &app})
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	checker, err := podhealthcr.NewChecker(r.mgr, app.Namespace, labels.SelectorFromSet(labels.Set{"app": app.Name}), podhealthcr.Options{
-		Health: health.Options{Memory: &r.memory, Observer: events},
-	})
+	checker, err := r.checkers.For(app.Namespace, labels.SelectorFromSet(labels.Set{"app": app.Name}), podhealthcr.CheckOptions{EventObject: &app})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -45,8 +38,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 func main() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{})
+	var checkers *podhealthcr.Checkers
 	if err == nil {
-		err = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Owns(&corev1.Pod{}).Complete(&reconciler{mgr: mgr})
+		checkers, err = podhealthcr.NewCheckers(mgr, podhealthcr.CheckersOptions{CoreEventRecorder: mgr.GetEventRecorderFor("podhealth")})
+	}
+	if err == nil {
+		err = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Owns(&corev1.Pod{}).Complete(&reconciler{mgr: mgr, checkers: checkers})
 	}
 	if err == nil {
 		err = mgr.Start(ctrl.SetupSignalHandler())

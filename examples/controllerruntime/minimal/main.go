@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,16 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/podhealth/podhealth/health"
 	podhealthcr "github.com/podhealth/podhealth/podsource/controllerruntime" // aliased: controller-runtime's package has the same name
 	"github.com/podhealth/podhealth/replacements"
 )
 
 // Reconciler keeps each app at one live pod.
 type Reconciler struct {
-	Manager podhealthcr.Manager  // a ctrl.Manager
-	Events  events.EventRecorder // nil: none; v0.23 on: mgr.GetEventRecorder("podhealth")
-	Created replacements.Tracker // the pods it created that the cache does not list yet
+	Manager  podhealthcr.Manager   // a ctrl.Manager
+	Checkers *podhealthcr.Checkers // what its checks share, built at setup
+	Created  replacements.Tracker  // the pods it created that the cache does not list yet
 }
 
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -40,11 +38,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	pods := labels.Set{"app": app.Name}
-	checker, err := podhealthcr.NewChecker(r.Manager, app.Namespace, labels.SelectorFromSet(pods), podhealthcr.Options{
-		Health:        health.Options{Logger: log.FromContext(ctx)},
-		EventRecorder: r.Events,
-		EventObject:   &app,
-	})
+	checker, err := r.Checkers.For(app.Namespace, labels.SelectorFromSet(pods), podhealthcr.CheckOptions{})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -88,7 +82,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &Reconciler{Manager: mgr} // what controller-runtime v0.19 has: no Events
+	// Events, from v0.23 on: EventRecorder: mgr.GetEventRecorder("podhealth"), and CheckOptions.EventObject.
+	checkers, err := podhealthcr.NewCheckers(mgr, podhealthcr.CheckersOptions{})
+	if err != nil {
+		return err
+	}
+	r := &Reconciler{Manager: mgr, Checkers: checkers}
 	err = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}, builder.WithPredicates(apps)).Owns(&corev1.Pod{}).Complete(r)
 	if err != nil {
 		return err

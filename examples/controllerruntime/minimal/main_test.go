@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	podhealthcr "github.com/podhealth/podhealth/podsource/controllerruntime"
 	"github.com/podhealth/podhealth/podsource/controllerruntime/fakeapi"
 	"github.com/podhealth/podhealth/podsource/fake"
 )
@@ -23,11 +23,6 @@ type manager struct{ c client.Client }
 
 func (m manager) GetClient() client.Client    { return m.c }
 func (m manager) GetAPIReader() client.Reader { return m.c }
-
-// noEvents records nothing.
-type noEvents struct{}
-
-func (noEvents) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
 
 // TestReconcileReplacesAPodThatDiedWithItsNode: the app's only pod was
 // taint-evicted from a node that is not Ready; one reconcile force-deletes
@@ -51,7 +46,9 @@ func TestReconcileReplacesAPodThatDiedWithItsNode(t *testing.T) {
 	require.NoError(t, fakeapi.FailNode(context.Background(), c, "node-a", now))
 	require.NoError(t, fakeapi.EvictPod(context.Background(), c, client.ObjectKeyFromObject(running), now))
 	dead := running
-	r := &Reconciler{Manager: manager{c}, Events: noEvents{}}
+	checkers, err := podhealthcr.NewCheckers(manager{c}, podhealthcr.CheckersOptions{}) // as run does
+	require.NoError(t, err)
+	r := &Reconciler{Manager: manager{c}, Checkers: checkers}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web"}}
 
 	_, err = r.Reconcile(context.Background(), req)

@@ -46,7 +46,11 @@ func TestFailNodeAndEvictPodLeaveWhatACheckerRecoversFrom(t *testing.T) {
 	require.Len(t, evicted.Status.Conditions, 1)
 	require.Equal(t, "DeletionByTaintManager", evicted.Status.Conditions[0].Reason)
 
-	checker, err := crh.NewChecker(manager{c}, "default", labels.SelectorFromSet(labels.Set{"app": "web"}), crh.Options{})
+	checkers, err := crh.NewCheckers(manager{c}, crh.CheckersOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker, err := checkers.For("default", labels.SelectorFromSet(labels.Set{"app": "web"}), crh.CheckOptions{})
 	require.NoError(t, err)
 	report, err := checker.CheckReport(ctx)
 	require.NoError(t, err)

@@ -81,8 +81,9 @@ func TestTheGlueForceDeletesAFencedPrimaryAtRetryAfter(t *testing.T) {
 	evictions := len(c.Deletes()) // the taint-eviction controller's
 	events := record.NewFakeRecorder(10)
 	var failovers int
-	r := &database.Reconciler{Client: c, Events: events, Pods: manager{c},
+	r := &database.Reconciler{Client: c, Events: events,
 		Failover: func(context.Context, *database.Cluster) error { failovers++; return nil }}
+	require.NoError(t, r.SetupPods(manager{c})) // as SetupWithManager does
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "db", Name: "pg"}}
 
 	res, err := r.Reconcile(ctx, req)

@@ -13,7 +13,7 @@
 // The primary writes only while it holds the Lease <cluster>-primary, and
 // stops within Spec.StopDeadline of losing it: the operator states that
 // protocol in process, from its own resource
-// (podhealthcr.Options.LeaseProtocol), so nothing is stamped on its pods.
+// (podhealthcr.CheckOptions.LeaseProtocol), so nothing is stamped on its pods.
 // It states it only for the instance labelled primary: a replica writes
 // its own volume outside the Lease, and a takeover of the Lease proves
 // only that the holder it replaced has stopped, so a dead replica waits

@@ -31,14 +31,16 @@ type Reconciler struct {
 	// Required.
 	Failover func(context.Context, *Cluster) error
 	// podhealth:begin field
-	Pods podhealthcr.Manager // the manager: its cache and its live reader
+	Pods *podhealthcr.Checkers // what every reconcile's check shares
 	// podhealth:end
 }
 
 // SetupWithManager registers the Reconciler with mgr.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	// podhealth:begin setup
-	r.Pods = mgr
+	if err := r.SetupPods(mgr); err != nil {
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podhealthcr.ControllerIndex, podhealthcr.ControllerName); err != nil {
 		return err
 	}
@@ -46,6 +48,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).For(&Cluster{}).
 		Owns(&corev1.Pod{}). // podhealth: a pod's change reconciles its Cluster
 		Complete(r)
+}
+
+// SetupPods builds what every reconcile's check shares, from the manager
+// (its cache, its live reader, and its Lease informer, whose watch starts
+// with the manager).
+func (r *Reconciler) SetupPods(mgr podhealthcr.Manager) (err error) {
+	// podhealth:begin setup-pods
+	r.Pods, err = podhealthcr.NewCheckers(mgr, podhealthcr.CheckersOptions{CoreEventRecorder: r.Events, FenceLease: true})
+	return err
+	// podhealth:end
 }
 
 // Reconcile checks a Cluster's instances.
@@ -61,8 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// primary writes nothing outside the Lease: a replica writes its own
 	// volume, so the protocol is not stated for it (a takeover proves
 	// nothing about it), and it waits for node evidence.
-	checker, err := podhealthcr.NewCheckerForOwner(r.Pods, &cluster, podhealthcr.ControllerIndex, podhealthcr.Options{
-		CoreEventRecorder: r.Events, EventObject: &cluster, FenceLease: true,
+	checker, err := r.Pods.ForOwner(&cluster, podhealthcr.ControllerIndex, podhealthcr.CheckOptions{EventObject: &cluster,
 		LeaseProtocol: func(pod *corev1.Pod) (fencing.LeaseProtocol, bool) {
 			return fencing.LeaseProtocol{Lease: cluster.Name + "-primary", Deadline: cluster.Spec.StopDeadline.Duration}, pod.Labels[RoleLabel] == RolePrimary
 		},
