@@ -140,15 +140,6 @@ func (p *process) restartAfterOwnExit(cmd *exec.Cmd, err error) {
 	})
 }
 
-// loggedSince reports whether the log file holds substr after offset.
-func (p *process) loggedSince(offset int64, substr string) bool {
-	data, err := os.ReadFile(p.logPath)
-	if err != nil || offset > int64(len(data)) {
-		return false
-	}
-	return bytes.Contains(data[offset:], []byte(substr))
-}
-
 // exited reports whether the running process has exited, and how.
 func (p *process) exited() (bool, error) {
 	p.mu.Lock()
