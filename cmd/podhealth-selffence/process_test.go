@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // The test binary plays the parts of a pod: its pause process (PID 1 of
@@ -218,7 +219,14 @@ func (a *leaseAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
 	var in coordinationv1.Lease
 	if r.Method == http.MethodPost || r.Method == http.MethodPut {
-		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		// JSON or protobuf, as the client sends it (client-go's newer
+		// releases send built-in kinds as protobuf); answers are JSON,
+		// which every client accepts.
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			_, _, err = scheme.Codecs.UniversalDeserializer().Decode(body, nil, &in)
+		}
+		if err != nil {
 			writeStatus(w, apierrors.NewBadRequest(err.Error()))
 			return
 		}
