@@ -13,12 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/podhealth/podhealth/health"
+	"github.com/podhealth/podhealth/podsource/kube"
 )
 
 // holds records the hold reason of every dead pod a check reports.
@@ -187,4 +189,41 @@ func TestTransformKeepsWhatMakesALeaseStale(t *testing.T) {
 		require.Equal(t, []any{age, stale}, []any{strippedAge, strippedStale})
 	}
 	require.Equal(t, "n1", stripped.Name)
+}
+
+// handlerOnly is a Lease informer that hands its one handler to the test.
+type handlerOnly struct{ handler toolscache.ResourceEventHandler }
+
+func (h *handlerOnly) AddEventHandler(handler toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	h.handler = handler
+	return nil, nil
+}
+
+// The Lease watch of --fence-lease reads the controller's cache, whose
+// transform strips Leases: a workload's Lease keeps its holder, acquire
+// time and transitions, so that the watch sees who held it and when a
+// takeover came (without them a takeover would free nobody), while a
+// node Lease keeps only what makes it stale.
+func TestTheLeaseWatchReadsWhatTheCacheKeepsOfAWorkloadsLease(t *testing.T) {
+	acquired := metav1.NewMicroTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "pg", ResourceVersion: "7"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptrTo("pg-1"), AcquireTime: &acquired, LeaseTransitions: ptrTo[int32](3),
+			RenewTime: &acquired, LeaseDurationSeconds: ptrTo[int32](15)},
+	}
+	informer := &handlerOnly{}
+	watch, err := kube.NewLeaseWatch(informer, nil)
+	require.NoError(t, err)
+	cached, err := Transform(lease)
+	require.NoError(t, err)
+	informer.handler.OnAdd(cached, false)
+	require.True(t, watch.HolderSeen("shop", "pg", "pg-1"))
+	_, ok := watch.AcquisitionSeen("shop", "pg", "pg-1", acquired.Time, 3)
+	require.True(t, ok)
+
+	node := nodeLease("n1", acquired.Time, 40)
+	node.Spec.HolderIdentity = ptrTo("n1")
+	stripped, err := Transform(node)
+	require.NoError(t, err)
+	require.Nil(t, stripped.(*coordinationv1.Lease).Spec.HolderIdentity, "a node Lease keeps only what makes it stale")
 }

@@ -21,7 +21,9 @@ import (
 // managed fields, labels, other annotations and container statuses go. A
 // node keeps its name, UID, labels (the Breaker reads the zone), taints,
 // provider ID, conditions and addresses (the NetworkFence fencer reads
-// them); a node Lease its name, renew time and duration.
+// them); a node Lease its name, renew time and duration; a workload's
+// Lease (--fence-lease) its holder, acquire time and transitions too,
+// which the Lease watch reads.
 // TestEveryShippedRuleAndFencerJudgesTheCachedObjectsAsTheWholeOnes holds
 // each shipped rule and fencer to that.
 func Transform(obj any) (any, error) {
@@ -134,7 +136,7 @@ func stripNode(node *corev1.Node) *corev1.Node {
 }
 
 func stripLease(lease *coordinationv1.Lease) *coordinationv1.Lease {
-	return &coordinationv1.Lease{
+	stripped := &coordinationv1.Lease{
 		TypeMeta: lease.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            lease.Name,
@@ -144,4 +146,13 @@ func stripLease(lease *coordinationv1.Lease) *coordinationv1.Lease {
 		},
 		Spec: coordinationv1.LeaseSpec{RenewTime: lease.Spec.RenewTime, LeaseDurationSeconds: lease.Spec.LeaseDurationSeconds},
 	}
+	if lease.Namespace != corev1.NamespaceNodeLease {
+		// A workload's Lease (--fence-lease): the Lease watch reads who
+		// holds it and since which acquisition, without which a takeover
+		// frees nobody.
+		stripped.Spec.HolderIdentity = lease.Spec.HolderIdentity
+		stripped.Spec.AcquireTime = lease.Spec.AcquireTime
+		stripped.Spec.LeaseTransitions = lease.Spec.LeaseTransitions
+	}
+	return stripped
 }
