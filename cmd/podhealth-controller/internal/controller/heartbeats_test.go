@@ -192,7 +192,9 @@ func TestTransformKeepsWhatMakesALeaseStale(t *testing.T) {
 }
 
 // handlerOnly is a Lease informer that hands its one handler to the test.
-type handlerOnly struct{ handler toolscache.ResourceEventHandler }
+type handlerOnly struct {
+	handler toolscache.ResourceEventHandler
+}
 
 func (h *handlerOnly) AddEventHandler(handler toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
 	h.handler = handler
