@@ -44,7 +44,7 @@ func (l *LiveLeases) GetLease(ctx context.Context, namespace, name string) (*coo
 	return &lease, nil
 }
 
-// The RBAC that Options.FenceLease needs, as a kubebuilder marker to copy
+// The RBAC that CheckersOptions.FenceLease needs, as a kubebuilder marker to copy
 // next to your reconciler's own (see rbac.go): get, for the live reads,
 // and list and watch, for the cache's Lease informer. LeasePolicyRules
 // returns the same rule; a test holds the two to it.
@@ -52,7 +52,7 @@ func (l *LiveLeases) GetLease(ctx context.Context, namespace, name string) (*coo
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
 
 // LeasePolicyRules returns the rule, in the workloads' namespaces, that
-// Options.FenceLease needs. Each call returns new slices.
+// CheckersOptions.FenceLease needs. Each call returns new slices.
 func LeasePolicyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch"}}}
 }

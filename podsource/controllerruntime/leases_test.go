@@ -99,7 +99,7 @@ type cachedManager struct {
 
 func (m *cachedManager) GetCache() cache.Cache { return m.cache }
 
-// TestFenceLeaseWiresTheLeasePathInOneOption: Options.FenceLease adds the
+// TestFenceLeaseWiresTheLeasePathInOneOption: CheckersOptions.FenceLease adds the
 // Lease fencer, reading Leases live through the API reader, and starts the
 // wait when the manager's Lease informer delivered the holder's last
 // renewal, on Health.Clock: a database instance whose Lease was delivered
