@@ -10,12 +10,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/podhealth/podhealth/examples/registry"
-	"github.com/podhealth/podhealth/podsource/kube"
-	"github.com/podhealth/podhealth/replacements"
 )
 
-// An operator creates one Tracker, one Checkers and one informer, and
-// builds a Reconciler per call.
+// An operator creates one Factory and one informer at setup, and builds a
+// Reconciler per call.
 func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -26,8 +24,7 @@ func Example() {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	created := replacements.New(replacements.Options{})               // one per operator, shared by every Reconciler
-	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{}) // likewise; nodes read live
+	reconcilers, err := registry.NewFactory(client, lister, klog.Background()) // one per operator
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -35,11 +32,7 @@ func Example() {
 
 	source := registry.CatalogSource{Name: "operatorhubio", Namespace: "olm", Image: "quay.io/operatorhubio/catalog:latest"}
 	reconcile := func() error {
-		r, err := registry.NewReconciler(client, lister, created, klog.Background(), checkers)
-		if err != nil {
-			return err
-		}
-		return r.EnsureRegistryServer(ctx, source)
+		return reconcilers.Reconciler().EnsureRegistryServer(ctx, source)
 	}
 	if err := reconcile(); err != nil {
 		fmt.Println(err)

@@ -5,16 +5,18 @@
 // registry pod is alive, force-deleting the pods that died with their node;
 // EnsureRegistryServer creates a new pod when it answers (false, nil).
 //
-// The Reconciler is cheap and built per call, as such operators do. What
-// must outlive a call, the caller builds once and passes to every
-// Reconciler: what its checks share (the record of what was
-// force-deleted, a health.Memory, and the node evidence), a
+// The Reconciler is cheap and built per call, as such operators do, by a
+// Factory that the operator builds once at setup (OLM's
+// RegistryReconcilerFactory). What must outlive a call, the Factory holds
+// and hands to every Reconciler: what the checks share (the record of
+// what was force-deleted, a health.Memory, and the node evidence), a
 // *kube.Checkers; and the record of the registry pods created that the
 // informer does not list yet, a replacements.Tracker.
 //
-// Every line that podhealth adds to such a reconciler lies between the
-// "podhealth:begin" and "podhealth:end" comments;
-// TestOLMsShapeIsAtMost25Lines counts them.
+// Every line that podhealth adds to this code or changes in it is marked,
+// between "podhealth:begin" and "podhealth:end" comments or by a
+// "podhealth:" comment at its end; TestOLMsShapeIsAtMost25Lines counts
+// them by the rule of docs/operators.md ("Counting the glue").
 package registry
 
 import (
@@ -35,7 +37,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	// podhealth:begin imports
-	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/podsource/kube"
 	"github.com/podhealth/podhealth/replacements"
 	// podhealth:end
@@ -140,45 +141,62 @@ func (s CatalogSource) Current(pod *corev1.Pod) bool {
 	return false
 }
 
-// Reconciler checks and creates the registry pods of catalog sources. It
-// is meant to be built per call; it holds nothing that must survive one.
-type Reconciler struct {
+// Factory builds a Reconciler per call, as OLM's RegistryReconcilerFactory
+// does: the operator builds one Factory at setup, and it holds what must
+// outlive a call.
+type Factory struct {
 	client kubernetes.Interface
 	pods   corelisters.PodLister
 	log    logr.Logger
-	// podhealth:begin fields
-	// created and checkers are shared by every Reconciler: a Reconciler of
-	// the next call must know about the pod this one created before the
-	// informer lists it, and about the pod this one force-deleted.
+	// podhealth:begin factory-fields
 	created  *replacements.Tracker
 	checkers *kube.Checkers
 	// podhealth:end
 }
 
-// NewReconciler returns a Reconciler that lists pods from pods (an
-// informer's lister), and deletes and creates them through client.
-//
-// created and checkers are required, and must be the same for every
-// Reconciler of the operator: create them once, with replacements.New and
-// kube.NewCheckers (over the same client: its node evidence, a node
-// informer's or, by default, the node of a pod that is terminating read
-// live, one GET per node and check, which still lets a lost node's pod go
-// at once).
-func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, created *replacements.Tracker, log logr.Logger, checkers *kube.Checkers) (*Reconciler, error) {
+// NewFactory returns the Factory of the operator's Reconcilers, which
+// list pods from pods (an informer's lister), and delete and create them
+// through client. Call it once, at setup: every Reconciler it builds
+// shares its record of the registry pods created that the informer does
+// not list yet (a replacements.Tracker), and what their checks share (a
+// kube.Checkers over client: the record of what was force-deleted, a
+// health.Memory, and the node evidence, which reads the node of a pod that
+// is terminating live, one GET per node and check, and so lets a lost
+// node's pod go at once).
+func NewFactory(client kubernetes.Interface, pods corelisters.PodLister, log logr.Logger) (*Factory, error) {
 	if client == nil {
-		return nil, errors.New("registry: NewReconciler: nil clientset")
+		return nil, errors.New("registry: NewFactory: nil clientset")
 	}
 	if pods == nil {
-		return nil, errors.New("registry: NewReconciler: nil PodLister")
+		return nil, errors.New("registry: NewFactory: nil PodLister")
 	}
-	// podhealth:begin tracker
-	if created == nil || checkers == nil {
-		return nil, errors.New("registry: NewReconciler: nil Tracker or Checkers; create one of each per operator and pass them to every Reconciler")
+	// podhealth:begin checkers
+	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("registry: NewFactory: %w", err)
 	}
 	// podhealth:end
-	return &Reconciler{client: client, pods: pods, created: created, log: log, checkers: checkers}, nil
+	return &Factory{client: client, pods: pods, log: log, created: replacements.New(replacements.Options{}), checkers: checkers}, nil // podhealth: created, checkers
 }
 
+// Reconciler returns a Reconciler for one call.
+func (f *Factory) Reconciler() *Reconciler {
+	return &Reconciler{client: f.client, pods: f.pods, log: f.log, created: f.created, checkers: f.checkers} // podhealth: created, checkers
+}
+
+// Reconciler checks and creates the registry pods of catalog sources. It
+// is built per call, by a Factory; it holds nothing that must survive one.
+type Reconciler struct {
+	client kubernetes.Interface
+	pods   corelisters.PodLister
+	log    logr.Logger
+	// podhealth:begin fields
+	created  *replacements.Tracker // the Factory's
+	checkers *kube.Checkers        // the Factory's
+	// podhealth:end
+}
+
+// readme:begin registry
 // CheckRegistryServer reports whether a registry pod of source's current
 // spec is alive. On the way it force-deletes the current pods that died
 // with their node (grace period 0, UID precondition).
@@ -187,32 +205,18 @@ func NewReconciler(client kubernetes.Interface, pods corelisters.PodLister, crea
 // caller should create one. (false, err): the check failed (an invalid
 // source, a failed list or a failed force delete); create nothing, retry.
 func (r *Reconciler) CheckRegistryServer(ctx context.Context, source CatalogSource) (bool, error) {
-	report, err := r.check(ctx, source)
-	return report.Healthy, err
-}
-
-// readme:begin registry
-// check is CheckRegistryServer with the check's report.
-func (r *Reconciler) check(ctx context.Context, source CatalogSource) (health.Report, error) {
 	if err := source.Validate(); err != nil {
-		return health.Report{}, err
+		return false, err
 	}
 	// podhealth:begin check
 	// Only the pods of the current spec count (Keep): a stale pod, however
 	// alive, must not answer healthy for a spec it does not run, and is
-	// never judged, so never force-deleted here either. The checkers of
-	// every call share r.checkers' Memory, so that the next call, listing a
-	// force-deleted pod again from a cache that has not yet seen the
-	// delete, sends no other DELETE.
-	checker, err := r.checkers.For(r.pods, source.Namespace, source.Selector(), kube.CheckOptions{Keep: source.Current})
-	if err != nil {
-		return health.Report{}, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
-	}
-	report, err := checker.CheckReport(ctx)
-	if err != nil {
-		return report, fmt.Errorf("registry: checking catalog source %s/%s: %w", source.Namespace, source.Name, err)
-	}
-	return report, nil
+	// never judged, so never force-deleted here either. The checks of
+	// every call share the Factory's Checkers, so that the next call,
+	// listing a force-deleted pod again from a cache that has not yet seen
+	// the delete, sends no other DELETE.
+	report, err := r.checkers.Check(ctx, r.pods, source.Namespace, source.Selector(), kube.CheckOptions{Keep: source.Current})
+	return report.Healthy, err
 	// podhealth:end
 }
 
@@ -228,7 +232,10 @@ func (r *Reconciler) check(ctx context.Context, source CatalogSource) (health.Re
 // that runs before the informer shows the new pod does not create a second
 // one.
 func (r *Reconciler) EnsureRegistryServer(ctx context.Context, source CatalogSource) error {
-	report, err := r.check(ctx, source)
+	if err := source.Validate(); err != nil {
+		return err
+	}
+	report, err := r.checkers.Check(ctx, r.pods, source.Namespace, source.Selector(), kube.CheckOptions{Keep: source.Current}) // podhealth: CheckRegistryServer's check, with its report
 	// The pods created are tracked per spec: a pod created for an older
 	// spec is not current, so no list of the current pods would contain it.
 	workload := source.Namespace + "/" + source.Name + "/" + source.SpecHash() // podhealth:
@@ -236,7 +243,7 @@ func (r *Reconciler) EnsureRegistryServer(ctx context.Context, source CatalogSou
 	switch {
 	case err != nil:
 		return err
-	case report.Healthy:
+	case report.Healthy: // podhealth: the report's
 		return nil
 	// podhealth:begin pending
 	case pending > 0:

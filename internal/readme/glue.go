@@ -7,13 +7,14 @@ import (
 	"strings"
 )
 
-// GlueLines counts the lines that podhealth adds to an adopter's code, in
-// the files named (paths in fsys), for the docs' counts to be tested: every
+// GlueLines counts the lines that podhealth adds to an adopter's code or
+// changes in it, by the rule of docs/operators.md ("Counting the glue"),
+// in the files named (paths in fsys), as the examples mark them: every
 // line between a "// podhealth:begin" line (a name may follow) and a
 // "// podhealth:end" line, and every line whose code ends with a
 // "// podhealth:" comment, that is neither blank nor a comment. The RBAC
-// markers of kubebuilder ("// +kubebuilder:") count: the adopter copies
-// them.
+// markers of kubebuilder ("// +kubebuilder:") inside a block count: the
+// adopter copies them.
 func GlueLines(fsys fs.FS, files ...string) (int, error) {
 	n := 0
 	for _, name := range files {

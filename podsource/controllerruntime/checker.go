@@ -252,6 +252,38 @@ func (c *Checkers) ForOwner(owner client.Object, ownerIndex string, opts CheckOp
 	return c.checker(source, deleter, opts)
 }
 
+// Check is For and the Checker's CheckReport in one call, for a reconcile
+// that needs the checker for nothing else. Its error is For's (a refused
+// input, when the check did not run) or the check's, wrapped with the
+// namespace and the selector.
+func (c *Checkers) Check(ctx context.Context, namespace string, selector labels.Selector, opts CheckOptions) (health.Report, error) {
+	checker, err := c.For(namespace, selector, opts)
+	if err != nil {
+		return health.Report{}, err
+	}
+	report, err := checker.CheckReport(ctx)
+	if err != nil {
+		return report, fmt.Errorf("controllerruntime: checking the pods of namespace %q that match %q: %w", namespace, selector, err)
+	}
+	return report, nil
+}
+
+// CheckOwner is ForOwner and the Checker's CheckReport in one call, for a
+// reconcile that needs the checker for nothing else. Its error is
+// ForOwner's (a refused input, when the check did not run) or the
+// check's, wrapped with the owner's namespace and name.
+func (c *Checkers) CheckOwner(ctx context.Context, owner client.Object, ownerIndex string, opts CheckOptions) (health.Report, error) {
+	checker, err := c.ForOwner(owner, ownerIndex, opts)
+	if err != nil {
+		return health.Report{}, err
+	}
+	report, err := checker.CheckReport(ctx)
+	if err != nil {
+		return report, fmt.Errorf("controllerruntime: checking the pods that %s/%s controls: %w", owner.GetNamespace(), owner.GetName(), err)
+	}
+	return report, nil
+}
+
 // checker wires source and deleter with the Checkers' state and opts.
 func (c *Checkers) checker(source health.PodSource, deleter health.Deleter, opts CheckOptions) (*health.Checker, error) {
 	h := c.health

@@ -3,6 +3,7 @@ package controllerruntime_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/podhealth/podhealth/health"
 	"github.com/podhealth/podhealth/internal/testutil"
@@ -216,4 +218,54 @@ func crhNodes(t *testing.T, c client.Reader) health.NodeGetter {
 	nodes, err := crh.NewNodes(c)
 	require.NoError(t, err)
 	return nodes
+}
+
+// Checkers.CheckOwner and Checkers.Check are ForOwner and For with the
+// check's report in one call: the dead instance goes, once over a cache
+// that goes on listing it; a refused owner is ForOwner's error; a failed
+// list is wrapped with the owner, or with the namespace and selector, and
+// still unwraps to health.ListError.
+func TestCheckersCheckOwnerAndCheckAreTheCheckInOneCall(t *testing.T) {
+	dead := instance(t, testutil.PodTaintEvicted, "pg-1", "pg", "pg-uid")
+	alive := instance(t, testutil.PodAlive, "pg-2", "pg", "pg-uid")
+	var deletes atomic.Int32
+	c := interceptor.NewClient(operatorClient(t, dead, alive, loadNode(t, testutil.NodeLost), loadNode(t, testutil.NodeHealthy)), interceptor.Funcs{
+		Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+			deletes.Add(1) // accepted; the cache goes on listing the pod
+			return nil
+		}})
+	checkers, err := crh.NewCheckers(&manager{cache: c, live: c}, crh.CheckersOptions{})
+	require.NoError(t, err)
+	for i := range 3 {
+		report, err := checkers.CheckOwner(context.Background(), instanceOwner, byOwner, crh.CheckOptions{})
+		require.NoError(t, err, "reconcile %d", i)
+		require.True(t, report.Healthy, "reconcile %d", i)
+		require.Len(t, report.Pods, 2, "reconcile %d", i)
+	}
+	require.Equal(t, int32(1), deletes.Load(), "DELETEs sent by three reconciles over a stale cache")
+
+	noUID := instanceOwner.DeepCopy()
+	noUID.UID = ""
+	_, err = checkers.CheckOwner(context.Background(), noUID, byOwner, crh.CheckOptions{})
+	require.ErrorContains(t, err, "has no UID")
+
+	failing := interceptor.NewClient(operatorClient(t, dead), interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("the cache is gone")
+		}})
+	broken, err := crh.NewCheckers(&manager{cache: failing, live: failing}, crh.CheckersOptions{NoNodeEvidence: true})
+	require.NoError(t, err)
+	var listErr *health.ListError
+	_, err = broken.CheckOwner(context.Background(), instanceOwner, byOwner, crh.CheckOptions{})
+	require.ErrorAs(t, err, &listErr)
+	require.ErrorContains(t, err, "the pods that default/pg controls")
+	_, err = broken.Check(context.Background(), "default", registry, crh.CheckOptions{})
+	require.ErrorAs(t, err, &listErr)
+	require.ErrorContains(t, err, `namespace "default" that match "app=registry"`)
+
+	var none *crh.Checkers
+	_, err = none.CheckOwner(context.Background(), instanceOwner, byOwner, crh.CheckOptions{})
+	require.ErrorContains(t, err, "not made by NewCheckers")
+	_, err = none.Check(context.Background(), "default", registry, crh.CheckOptions{})
+	require.ErrorContains(t, err, "not made by NewCheckers")
 }

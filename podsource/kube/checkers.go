@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -208,4 +209,21 @@ func (c *Checkers) For(pods corelisters.PodLister, namespace string, selector la
 		return nil, errors.New("kube: Checkers.For: CheckOptions.EventObject without CheckersOptions.Recorder would do nothing: set Recorder")
 	}
 	return health.New(source, deleter, h)
+}
+
+// Check is For and the Checker's CheckReport in one call, for a reconcile
+// that needs the checker for nothing else: it checks the pods of
+// namespace that match selector over the Checkers' state, and returns the
+// report. Its error is For's (a refused input, when the check did not
+// run) or the check's, wrapped with the namespace and the selector.
+func (c *Checkers) Check(ctx context.Context, pods corelisters.PodLister, namespace string, selector labels.Selector, opts CheckOptions) (health.Report, error) {
+	checker, err := c.For(pods, namespace, selector, opts)
+	if err != nil {
+		return health.Report{}, err
+	}
+	report, err := checker.CheckReport(ctx)
+	if err != nil {
+		return report, fmt.Errorf("kube: checking the pods of namespace %q that match %q: %w", namespace, selector, err)
+	}
+	return report, nil
 }

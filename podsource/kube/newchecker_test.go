@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -352,14 +353,19 @@ func (n notifying) AddEventHandler(h toolscache.ResourceEventHandler) (toolscach
 // force-deleted, sends no second DELETE. Another Checkers, even over the
 // same client, shares nothing with it; and NewChecker's one-off checkers
 // keep state of their own.
-func TestTwoCheckersFromOneCheckersShareOneMemory(t *testing.T) {
+// laggingFixtures returns a lister and a clientset of the fixture pods;
+// the lister is never told of a delete: a lagging cache.
+func laggingFixtures(t *testing.T) (corelisters.PodLister, *fake.Clientset) {
 	pods := allFixturePods(t)
-	indexer := podIndexer() // never told of the delete: a lagging cache
+	indexer := podIndexer()
 	for _, p := range pods {
 		require.NoError(t, indexer.Add(p))
 	}
-	lister := corelisters.NewPodLister(indexer)
-	client := fake.NewClientset(objects(pods...)...)
+	return corelisters.NewPodLister(indexer), fake.NewClientset(objects(pods...)...)
+}
+
+func TestTwoCheckersFromOneCheckersShareOneMemory(t *testing.T) {
+	lister, client := laggingFixtures(t)
 	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{})
 	require.NoError(t, err)
 	for i := range 3 {
@@ -417,4 +423,45 @@ func TestAThousandClientsEachKeepTheirOwnState(t *testing.T) {
 	for i := range clients {
 		require.Len(t, deleteActions(all[i]), 1, "client %d", i)
 	}
+}
+
+// failingPods is a PodLister whose namespaced lists fail.
+type failingPods struct{ corelisters.PodLister }
+
+func (f failingPods) Pods(string) corelisters.PodNamespaceLister { return failingNamespace{} }
+
+type failingNamespace struct{ corelisters.PodNamespaceLister }
+
+func (failingNamespace) List(labels.Selector) ([]*corev1.Pod, error) {
+	return nil, errors.New("the cache is gone")
+}
+
+// Checkers.Check is For and CheckReport in one call over the Checkers'
+// state: three reconciles over a cache that never sees the delete send one
+// DELETE; a refused input is For's error; a failed check is wrapped with
+// the namespace and the selector and still unwraps to health.ListError.
+func TestCheckersCheckIsForAndItsReportInOneCall(t *testing.T) {
+	lister, client := laggingFixtures(t)
+	checkers, err := kube.NewCheckers(client, kube.CheckersOptions{})
+	require.NoError(t, err)
+	for i := range 3 {
+		report, err := checkers.Check(context.Background(), lister, "default", registry, kube.CheckOptions{})
+		require.NoError(t, err, "reconcile %d", i)
+		require.True(t, report.Healthy, "reconcile %d", i)
+		require.NotEmpty(t, report.Pods, "reconcile %d: the report of the check", i)
+	}
+	require.Len(t, deleteActions(client), 1, "DELETEs sent by three reconciles over a stale cache")
+
+	_, err = checkers.Check(context.Background(), lister, "", registry, kube.CheckOptions{})
+	require.ErrorContains(t, err, "namespace", "For refuses an empty namespace")
+
+	_, err = checkers.Check(context.Background(), failingPods{lister}, "default", registry, kube.CheckOptions{})
+	var listErr *health.ListError
+	require.ErrorAs(t, err, &listErr)
+	require.ErrorContains(t, err, `namespace "default" that match "`+registry.String()+`"`)
+	require.ErrorContains(t, err, "the cache is gone")
+
+	var none *kube.Checkers
+	_, err = none.Check(context.Background(), lister, "default", registry, kube.CheckOptions{})
+	require.ErrorContains(t, err, "not made by NewCheckers", "a nil Checkers is an error, not a panic")
 }

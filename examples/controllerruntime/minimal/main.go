@@ -38,11 +38,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	pods := labels.Set{"app": app.Name}
-	checker, err := r.Checkers.For(app.Namespace, labels.SelectorFromSet(pods), podhealthcr.CheckOptions{})
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	report, err := checker.CheckReport(ctx) // force-deletes the pods that died with their node
+	// Check force-deletes the pods that died with their node.
+	report, err := r.Checkers.Check(ctx, app.Namespace, labels.SelectorFromSet(pods), podhealthcr.CheckOptions{})
 	pending := r.Created.PendingReport(req.String(), report)
 	switch {
 	case err != nil:

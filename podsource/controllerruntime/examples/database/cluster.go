@@ -37,7 +37,7 @@ type Cluster struct {
 type ClusterSpec struct {
 	// StopDeadline is how long after losing the primary Lease an instance
 	// has stopped writing, at most (its stop included).
-	StopDeadline metav1.Duration `json:"stopDeadline"`
+	StopDeadline metav1.Duration `json:"stopDeadline"` // podhealth: the deadline the protocol states
 }
 
 // ClusterList is a list of Clusters.

@@ -5,10 +5,12 @@
 // once the primary's Lease proves they stopped, reports whether one runs,
 // and looks again when podhealth says to.
 //
-// Every line that podhealth adds lies between the "podhealth:begin" and
-// "podhealth:end" comments; TestTheGlueIsAtMost40Lines counts them. The
-// rest is what the operator has anyway: its Cluster type, the Get of the
-// Cluster and the controller's builder.
+// Every line that podhealth adds to this code or changes in it is marked,
+// between "podhealth:begin" and "podhealth:end" comments or by a
+// "podhealth:" comment at its end; TestTheGlueIsAtMost40Lines counts them
+// by the rule of docs/operators.md ("Counting the glue"). The rest is what
+// the operator has anyway: its Cluster type, the Get of the Cluster, its
+// event recorder, its failover and the controller's builder.
 //
 // The primary writes only while it holds the Lease <cluster>-primary, and
 // stops within Spec.StopDeadline of losing it: the operator states that

@@ -53,12 +53,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 // SetupPods builds what every reconcile's check shares, from the manager
 // (its cache, its live reader, and its Lease informer, whose watch starts
 // with the manager).
+// podhealth:begin setup-pods
 func (r *Reconciler) SetupPods(mgr podhealthcr.Manager) (err error) {
-	// podhealth:begin setup-pods
 	r.Pods, err = podhealthcr.NewCheckers(mgr, podhealthcr.CheckersOptions{CoreEventRecorder: r.Events, FenceLease: true})
 	return err
-	// podhealth:end
 }
+
+// podhealth:end
 
 // Reconcile checks a Cluster's instances.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -73,15 +74,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// primary writes nothing outside the Lease: a replica writes its own
 	// volume, so the protocol is not stated for it (a takeover proves
 	// nothing about it), and it waits for node evidence.
-	checker, err := r.Pods.ForOwner(&cluster, podhealthcr.ControllerIndex, podhealthcr.CheckOptions{EventObject: &cluster,
+	report, err := r.Pods.CheckOwner(ctx, &cluster, podhealthcr.ControllerIndex, podhealthcr.CheckOptions{EventObject: &cluster,
 		LeaseProtocol: func(pod *corev1.Pod) (fencing.LeaseProtocol, bool) {
 			return fencing.LeaseProtocol{Lease: cluster.Name + "-primary", Deadline: cluster.Spec.StopDeadline.Duration}, pod.Labels[RoleLabel] == RolePrimary
 		},
 	})
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	report, err := checker.CheckReport(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
