@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	sidecarlogic "github.com/podhealth/podhealth/internal/sidecar"
 	"github.com/podhealth/podhealth/internal/version"
 	"github.com/podhealth/podhealth/selffence"
 )
@@ -138,56 +139,48 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	c.opts.Exit = s.stop
 	c.opts.Logger = klog.Background()
 	if s.opts != nil {
 		s.opts(&c.opts)
 	}
-	guard, err := selffence.New(leases, c.opts)
-	if err != nil {
-		return err
-	}
-	// A sidecar that starts may find its pod's workload still running
-	// under a predecessor that was killed without warning (an OOM kill,
-	// a SIGKILL): nothing vouches for what it writes, and a successor's
-	// wait counts on its stop. So it is stopped first, before this
-	// sidecar waits for the Lease or answers anything; the kubelet
-	// restarts it, and it asks again. A may-write file left by the
-	// predecessor goes first, so that the restarted workload does not
-	// read it.
-	if c.file != "" {
-		if err := os.Remove(c.file); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing the may-write file a predecessor left: %w", err)
-		}
-	}
-	if s.start != nil {
-		if err := s.start(); err != nil {
-			return fmt.Errorf("stopping the pod's other processes before anything else: %w", err)
-		}
-	}
-	if c.listen != "" {
-		l, err := net.Listen("tcp", c.listen)
-		if err != nil {
-			return err
-		}
-		if s.listening != nil {
-			s.listening(l.Addr())
-		}
-		srv := &http.Server{Handler: handler(guard), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(l) //nolint:errcheck // ends with the process
-		defer srv.Close()
-	}
-	if c.file != "" {
-		go keepFile(guard, c.file)
-	}
-	err = guard.Run(ctx)
-	select {
-	case <-guard.Held():
-		klog.Background().Info("writing has stopped; the pod's processes will be stopped at the deadline", "reason", err)
-		select {} // the Guard stops the processes, this one last
-	default:
-		return err // never held: nothing to stop
-	}
+	// The order of the start and the wait after writing stopped is
+	// sidecarlogic.Run's; what follows binds it to this process: the
+	// may-write file a predecessor left goes first, so that the
+	// restarted workload does not read it, then the pod's other processes
+	// are stopped (s.start); the listener and the file keeper answer.
+	return sidecarlogic.Run(ctx, leases, c.opts, sidecarlogic.Hooks{
+		Start: func() error {
+			if c.file != "" {
+				if err := os.Remove(c.file); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("removing the may-write file a predecessor left: %w", err)
+				}
+			}
+			if s.start != nil {
+				return s.start()
+			}
+			return nil
+		},
+		Stop: s.stop,
+		Serve: func(guard *selffence.Guard) (func(), error) {
+			stop := func() {}
+			if c.listen != "" {
+				l, err := net.Listen("tcp", c.listen)
+				if err != nil {
+					return nil, err
+				}
+				if s.listening != nil {
+					s.listening(l.Addr())
+				}
+				srv := &http.Server{Handler: handler(guard), ReadHeaderTimeout: 5 * time.Second}
+				go srv.Serve(l) //nolint:errcheck // ends with the process
+				stop = func() { srv.Close() }
+			}
+			if c.file != "" {
+				go keepFile(guard, c.file)
+			}
+			return stop, nil
+		},
+	})
 }
 
 // handler answers GET /may-write.
