@@ -1,0 +1,104 @@
+//go:build go1.25
+
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// judge is the oracle: it reads the run's writes and force deletes, and
+// says which promise a run broke.
+//   - Never two processes write one resource at overlapping times, but for
+//     a write in flight while its process was frozen: the window that
+//     docs/safety.md names, counted apart.
+//   - Every force delete was of a pod whose writers had all stopped (a
+//     frozen one is the window again).
+//   - A process whose Guard held the Lease has stopped by the Lease's
+//     expiry plus the deadline, on its own clock, unless it was frozen.
+//   - Once the last fault has healed, the data is written again within
+//     recoveryBound.
+func (w *world) judge(res *Result) {
+	res.Violations = append(res.Violations, overlaps(w.writes, res)...)
+	res.Violations = append(res.Violations, w.deadlinesMissed...)
+	for _, fd := range w.forceDeletes {
+		if len(fd.running) > 0 {
+			res.Violations = append(res.Violations, fmt.Sprintf("at %s the force delete of %s (%s) freed writers still running %v", fd.at, fd.pod, fd.uid, fd.running))
+		}
+	}
+	res.Recovered = -1
+	for _, wr := range w.writes {
+		if wr.resource == "data" && wr.start >= res.Healed {
+			res.Recovered = wr.start - res.Healed
+			break
+		}
+	}
+	if res.Recovered < 0 || res.Recovered > recoveryBound {
+		res.Violations = append(res.Violations, fmt.Sprintf("no write of the data within %s of the last heal at %s", recoveryBound, res.Healed))
+	}
+}
+
+// renewed is told of a successful write of the Lease by p, sent at
+// sent: its Guard holds the Lease from then, and the protocol says p has
+// stopped by the Lease's expiry plus the deadline on p's clock, unless it
+// renews again. A process frozen meanwhile is the window, not a finding.
+func (w *world) renewed(p *process, sent time.Duration) {
+	p.renewedAt = sent
+	deadline := sent + scale(w.protocol.Duration+w.protocol.Deadline, p.rate) + time.Millisecond
+	w.at(deadline, func() {
+		if p.renewedAt != sent || p.dead || p.frozen || p.frozenAt > sent {
+			return
+		}
+		w.deadlinesMissed = append(w.deadlinesMissed, fmt.Sprintf("%s held the Lease from a write sent at %s and still ran at %s, past the Lease's expiry plus the deadline on its clock", p.name, sent, w.now))
+		w.logf("oracle: %s outlived its deadline", p.name)
+	})
+}
+
+// overlaps finds the writes of two processes to one resource at
+// overlapping times.
+func overlaps(writes []*write, res *Result) []string {
+	byResource := map[string][]*write{}
+	for _, wr := range writes {
+		byResource[wr.resource] = append(byResource[wr.resource], wr)
+	}
+	var found []string
+	for _, resource := range sortedKeys(byResource) {
+		list := byResource[resource]
+		sort.SliceStable(list, func(i, j int) bool { return list[i].start < list[j].start })
+		// A sweep: the writes still open at each start.
+		var open []*write
+		for _, wr := range list {
+			kept := open[:0]
+			for _, o := range open {
+				if end(o) > wr.start {
+					kept = append(kept, o)
+				}
+			}
+			open = kept
+			for _, o := range open {
+				if o.proc == wr.proc {
+					continue
+				}
+				overlap := min(end(o), end(wr)) - wr.start
+				if o.frozen || wr.frozen {
+					res.Window++
+					res.WindowLongest = max(res.WindowLongest, overlap)
+					continue
+				}
+				found = append(found, fmt.Sprintf("%s written by %s from %s and by %s from %s (overlap %s)", resource, o.proc.name, o.start, wr.proc.name, wr.start, overlap))
+			}
+			open = append(open, wr)
+		}
+	}
+	return found
+}
+
+// end is when a write ended; one still in flight at the run's end has
+// not.
+func end(wr *write) time.Duration {
+	if wr.end < 0 {
+		return 1<<63 - 1
+	}
+	return wr.end
+}

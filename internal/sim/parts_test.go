@@ -1,0 +1,175 @@
+//go:build go1.25
+
+//go:debug asynctimerchan=0
+
+package sim
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// The oracle finds two processes writing one resource at overlapping
+// times; it counts apart the overlap of a write in flight across a
+// freeze; one process, or one after the other, is no finding.
+func TestTheOracleFindsAPlantedDoubleWrite(t *testing.T) {
+	a, b := &process{name: "a"}, &process{name: "b"}
+	s := time.Second
+	for _, tc := range []struct {
+		name       string
+		writes     []*write
+		violations int
+		window     int
+	}{
+		{"two writers at once", []*write{{proc: a, resource: "data", start: 0, end: 2 * s}, {proc: b, resource: "data", start: s, end: 3 * s}}, 1, 0},
+		{"a writer still in flight at the run's end", []*write{{proc: a, resource: "data", start: 0, end: -1}, {proc: b, resource: "data", start: 5 * s, end: 6 * s}}, 1, 0},
+		{"one after the other", []*write{{proc: a, resource: "data", start: 0, end: s}, {proc: b, resource: "data", start: s, end: 2 * s}}, 0, 0},
+		{"one process", []*write{{proc: a, resource: "data", start: 0, end: 2 * s}, {proc: a, resource: "data", start: s, end: 3 * s}}, 0, 0},
+		{"two resources", []*write{{proc: a, resource: "data", start: 0, end: 2 * s}, {proc: b, resource: "volume-2", start: s, end: 3 * s}}, 0, 0},
+		{"a write in flight across a freeze", []*write{{proc: a, resource: "data", start: 0, end: 9 * s, frozen: true}, {proc: b, resource: "data", start: s, end: 2 * s}}, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var res Result
+			got := overlaps(tc.writes, &res)
+			if len(got) != tc.violations || res.Window != tc.window {
+				t.Fatalf("found %q and %d overlaps in the window; want %d and %d", got, res.Window, tc.violations, tc.window)
+			}
+		})
+	}
+}
+
+// The oracle finds a force delete that freed a writer still running, and
+// a run whose data nobody wrote again after the last heal.
+func TestTheOracleFindsAFreedWriterAndNoWriterAfterTheHeal(t *testing.T) {
+	w := newWorld(1)
+	w.forceDeletes = []forceDelete{{pod: "db-0", uid: "u", running: []string{"db-0/db#0"}}, {pod: "db-1", uid: "v", idle: []string{"db-1/db#3"}}}
+	w.writes = []*write{{proc: &process{name: "a"}, resource: "data", start: 0, end: time.Second}}
+	res := Result{Healed: time.Minute}
+	w.judge(&res)
+	if len(res.Violations) != 2 || !strings.Contains(res.Violations[0], "freed writers still running [db-0/db#0]") || !strings.Contains(res.Violations[1], "no write of the data") {
+		t.Fatalf("violations %q", res.Violations)
+	}
+}
+
+// A process's clock runs at its rate from its offset, and its timers fire
+// when its own clock reaches them, never before.
+func TestAClockRunsAtItsRateAndItsTimersFireOnIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(1)
+		fast := w.newProcess(1, "fast", 1_100_000, time.Hour)
+		clk := procClock{fast}
+		if got := clk.Now(); !got.Equal(origin.Add(time.Hour)) {
+			t.Fatalf("the clock reads %s at the start, want its offset", got)
+		}
+		fired := make(chan time.Duration, 1)
+		go func() {
+			<-clk.After(11 * time.Second)
+			fired <- w.now
+		}()
+		w.run(time.Minute)
+		if got := <-fired; got != (10 * time.Second) {
+			t.Fatalf("a timer of 11 s on a clock 10%% fast fired at %s of true time, want 10s", got)
+		}
+		if got := clk.Since(origin.Add(time.Hour)); got != 66*time.Second {
+			t.Fatalf("after a minute of true time the clock moved %s, want 66s", got)
+		}
+		w.teardown(nil)
+	})
+}
+
+// A frozen process gets nothing while frozen; its clock runs on, and what
+// came meanwhile happens when it thaws. A dead one gets nothing, and
+// teardown ends its waits.
+func TestAFrozenProcessWakesWhenItThawsAndADeadOneNever(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(1)
+		p := w.newProcess(1, "p", 1e6, 0)
+		dead := w.newProcess(2, "dead", 1e6, 0)
+		woke := make(chan time.Duration, 2)
+		go func() { <-procClock{p}.After(time.Second); woke <- w.now }()
+		go func() { <-procClock{dead}.After(time.Second); woke <- -1 }()
+		w.settle()
+		p.freeze()
+		dead.die()
+		w.at(5*time.Second, p.thaw)
+		w.run(time.Minute)
+		if got := <-woke; got != (5 * time.Second) {
+			t.Fatalf("the frozen process woke at %s, want at its thaw, 5s", got)
+		}
+		if got := (procClock{p}).Now(); !got.Equal(origin.Add(time.Minute)) {
+			t.Fatalf("the clock of a process frozen for 4 s reads %s, want a minute on", got)
+		}
+		select {
+		case <-woke:
+			t.Fatal("a dead process woke")
+		default:
+		}
+		w.teardown([]*process{p, dead})
+	})
+}
+
+// A request from a node cut off from the API server is lost, and ends at
+// its context's deadline on the caller's clock; the store answers
+// resourceVersion and UID preconditions as an API server does.
+func TestARequestFromAPartitionedNodeTimesOutAndTheStoreHonoursPreconditions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(1)
+		w.store = newStore(w)
+		w.nodeOf = map[*process]*node{}
+		w.api = apiFaults{maxDelay: time.Millisecond}
+		n := &node{name: "n", powered: true, partitioned: true}
+		slow := w.newProcess(1, "slow", 500_000, 0) // half speed: 2 s of its clock are 4 s
+		w.nodeOf[slow] = n
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := client{w: w, p: slow}.CoordinationV1().Leases("db").Get(ctx, "l", metav1.GetOptions{})
+			done <- err
+		}()
+		w.run(3 * time.Second)
+		select {
+		case err := <-done:
+			t.Fatalf("answered %v before the deadline", err)
+		default:
+		}
+		w.run(5 * time.Second)
+		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want the deadline", err)
+		}
+
+		l, err := w.store.createLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "l"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Spec.HolderIdentity = ptr.To("a")
+		if _, err := w.store.updateLease(l); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.store.updateLease(l); !apierrors.IsConflict(err) {
+			t.Fatalf("an update at an old resourceVersion: %v, want a conflict", err)
+		}
+		w.store.putPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "p", UID: "one"}})
+		if _, err := w.store.deletePod("db", "p", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0)), Preconditions: &metav1.Preconditions{UID: ptr.To(k8stypes.UID("two"))}}); !apierrors.IsConflict(err) {
+			t.Fatalf("a delete with another UID: %v, want a conflict", err)
+		}
+		if _, err := w.store.deletePod("db", "p", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if pod := w.store.pods["db/p"]; pod == nil || pod.DeletionTimestamp == nil {
+			t.Fatal("a graceful delete did not mark the pod for its kubelet")
+		}
+		w.teardown([]*process{slow})
+	})
+}

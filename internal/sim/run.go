@@ -1,0 +1,250 @@
+//go:build go1.25
+
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podhealth/podhealth/selffence"
+)
+
+// Mutations reintroduce defects of earlier rounds, one at a time, for the
+// tests that show the oracle finds them. The zero value is today's code.
+type Mutations struct {
+	// ProtocolForReplica states the Lease protocol for the replica too:
+	// a takeover of the Lease then frees a replica that never held it.
+	ProtocolForReplica bool
+	// NoLivenessProbe runs a workload that cannot ask without the
+	// liveness probe on the sidecar that docs/safety.md prescribes: a
+	// sidecar that dies or freezes then stops nothing until it restarts.
+	NoLivenessProbe bool
+}
+
+// Options configure a run. The zero value is a run inside the promises.
+type Options struct {
+	// Mutations reintroduce a defect.
+	Mutations Mutations
+	// Outside, when not empty, takes the run outside the documented
+	// promises: "fast-clock" (a process's clock rate beyond the bound
+	// the margin covers) or "ignores-guard" (the workload writes without
+	// asking). Its violations are the oracle's to catch.
+	Outside string
+	// Faults, when not nil, replaces the faults drawn from the seed.
+	Faults []Fault
+}
+
+// Fault is a fault that a test chooses: its kind's name (as in the
+// history), when it starts and how long it lasts.
+type Fault struct {
+	Kind      string
+	At, Lasts time.Duration
+}
+
+// Result is what a run did, and the oracle's verdict.
+type Result struct {
+	Seed uint64
+	// History is the run's history, one event per line: the same seed
+	// writes the same history.
+	History string
+	// Mode is how the primary fenced itself: "guard-writer", "asker"
+	// (behind the sidecar) or "blind" (behind the sidecar).
+	Mode string
+	// Faults are the faults injected.
+	Faults []string
+	// Outside is Options.Outside.
+	Outside string
+	// Violations are the oracle's findings, empty when the run kept
+	// every promise.
+	Violations []string
+	// Window counts the overlaps of writes in flight across a freeze,
+	// and the longest.
+	Window        int
+	WindowLongest time.Duration
+	// Recovered is how long after the last fault healed the data was
+	// written again; Healed is when that was.
+	Recovered, Healed time.Duration
+	// Simulated is the run's simulated time; Steps its events.
+	Simulated time.Duration
+	Steps     int
+}
+
+// recoveryBound is how soon after the last fault heals the data must be
+// written again: two of the kubelet's longest restart backoffs (the
+// sidecar's, then its workload's, which the sidecar's start stopped), the
+// Lease's longest wait, and the time to notice and start.
+const recoveryBound = 12 * time.Minute
+
+// fleet is the number of nodes.
+const fleet = 4
+
+// run adds what a run holds beyond the world.
+type runState struct {
+	mode         containerKind
+	protocol     selffence.Options
+	askEvery     time.Duration
+	writeTakes   time.Duration
+	watchLag     time.Duration
+	ignoresGuard bool
+	fastClock    bool
+	// outside says why a run left the promises, when the faults drawn
+	// took it there.
+	outside string
+	mutations    Mutations
+
+	store    *store
+	api      apiFaults
+	nodes    []*node
+	nodeOf   map[*process]*node
+	procs    []*process
+	procSeq  int
+	operator *process
+
+	writes       []*write
+	open         map[*process][]*write
+	forceDeletes []forceDelete
+	// deadlinesMissed are the oracle's findings of holders that outlived
+	// their deadline.
+	deadlinesMissed []string
+
+	logsBlock   atomic.Bool
+	unblockLogs chan struct{}
+}
+
+// Run runs the seed's simulation, and judges it. It must be called in a
+// testing/synctest bubble, which it ends with no goroutine of its own.
+func Run(seed uint64, opts Options) Result {
+	w := newWorld(seed)
+	w.nodeOf = map[*process]*node{}
+	w.open = map[*process][]*write{}
+	w.unblockLogs = make(chan struct{})
+	w.store = newStore(w)
+	w.mutations = opts.Mutations
+	w.ignoresGuard = opts.Outside == "ignores-guard"
+	w.fastClock = opts.Outside == "fast-clock"
+	w.drawSettings()
+
+	for i := range fleet {
+		n := &node{name: fmt.Sprintf("node-%d", i), powered: true, kubeletUp: true, known: map[string]*podRun{}}
+		w.nodes = append(w.nodes, n)
+		now := metav1.NewTime(origin)
+		w.store.putNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: w.store.newUID("node")},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+				Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}}})
+		w.after(time.Duration(w.rng.Int64N(int64(heartbeatEvery))), func() { w.heartbeat(n) })
+		w.after(time.Duration(w.rng.Int64N(int64(kubeletSyncEvery))), func() { w.kubeletSync(n) })
+	}
+	w.after(nodeMonitorPeriod, w.nodeLifecycle)
+	w.after(0, w.statefulSet)
+	w.after(0, w.startOperator)
+
+	faults := w.drawFaults()
+	if opts.Faults != nil {
+		faults = nil
+		for _, f := range opts.Faults {
+			kind := faultKinds
+			for k := range faultKinds {
+				if k.String() == f.Kind {
+					kind = k
+				}
+			}
+			if kind == faultKinds {
+				panic(fmt.Sprintf("sim: no fault %q", f.Kind))
+			}
+			faults = append(faults, fault{kind: kind, at: f.At, dur: f.Lasts})
+		}
+	}
+	var healed time.Duration
+	res := Result{Seed: seed, Mode: w.mode.String(), Outside: opts.Outside}
+	for _, f := range faults {
+		res.Faults = append(res.Faults, f.String())
+		w.at(f.at, func() { w.inject(f) })
+		healed = max(healed, f.at+f.dur)
+	}
+	// The API server's faults heal with the last fault.
+	w.at(healed, func() {
+		w.api = apiFaults{maxDelay: 5 * time.Millisecond}
+		w.logf("heal: the API server answers promptly")
+	})
+	end := healed + recoveryBound + time.Minute
+	w.run(end)
+	if res.Outside == "" {
+		res.Outside = w.outside
+	}
+	res.History = w.hist.String()
+	res.Healed, res.Simulated, res.Steps = healed, end, w.steps
+	w.judge(&res)
+
+	close(w.unblockLogs)
+	w.teardown(w.procs)
+	return res
+}
+
+// drawSettings draws the run's protocol settings, workload, and API
+// faults from the seed.
+func (w *world) drawSettings() {
+	w.mode = []containerKind{guardWriter, asker, blind}[w.rng.IntN(3)]
+	w.protocol = selffence.Options{
+		Duration:  []time.Duration{5 * time.Second, 15 * time.Second}[w.rng.IntN(2)],
+		Deadline:  []time.Duration{3 * time.Second, 10 * time.Second}[w.rng.IntN(2)],
+		StopTakes: time.Second,
+		Margin:    2 * time.Second,
+	}
+	w.askEvery, w.writeTakes = time.Second, 200*time.Millisecond
+	w.watchLag = []time.Duration{0, 500 * time.Millisecond, 5 * time.Second}[w.rng.IntN(3)]
+	if w.rng.IntN(2) == 0 {
+		w.api = apiFaults{
+			fail:       w.rng.Float64() * 0.03,
+			conflict:   w.rng.Float64() * 0.01,
+			lostBefore: w.rng.Float64() * 0.01,
+			lostAfter:  w.rng.Float64() * 0.01,
+			maxDelay:   []time.Duration{5 * time.Millisecond, 200 * time.Millisecond, 2 * time.Second}[w.rng.IntN(3)],
+		}
+	} else {
+		w.api = apiFaults{maxDelay: 5 * time.Millisecond}
+	}
+	w.logf("settings: mode %s, duration %s, deadline %s, watch lag up to %s, api faults %+v", w.mode, w.protocol.Duration, w.protocol.Deadline, w.watchLag, w.api)
+}
+
+// rateBound is the documented bound on the difference of two clocks'
+// rates, in parts per million: the margin over the Lease's duration and
+// deadline, which the margin covers over one wait.
+func (w *world) rateBound() uint64 {
+	return uint64(1e6 * w.protocol.Margin / (w.protocol.Duration + w.protocol.Deadline))
+}
+
+// drawRate draws a process's clock rate: within half the bound of the
+// true rate, so that any two differ by less than the bound; with the
+// fast-clock option, at half or double the true rate.
+func (w *world) drawRate() uint64 {
+	half := w.rateBound() / 2
+	r := 1e6 - half + uint64(w.rng.Int64N(int64(2*half)))
+	if w.fastClock {
+		// Half speed or double: two clocks four times apart.
+		r = []uint64{500_000, 2_000_000}[w.rng.IntN(2)]
+	}
+	return r
+}
+
+// drawOffset draws a process's clock offset: up to an hour either way.
+func (w *world) drawOffset() time.Duration {
+	return time.Duration(w.rng.Int64N(int64(2*time.Hour))) - time.Hour
+}
+
+// Summary is one line about a result.
+func (r Result) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: mode %s, faults %v", r.Seed, r.Mode, r.Faults)
+	if r.Outside != "" {
+		fmt.Fprintf(&b, ", outside the promises (%s)", r.Outside)
+	}
+	if len(r.Violations) > 0 {
+		fmt.Fprintf(&b, ", violations %q", r.Violations)
+	}
+	return b.String()
+}

@@ -1,0 +1,256 @@
+//go:build go1.25
+
+// The root module's go directive turns asynctimerchan on, which
+// testing/synctest refuses.
+//
+//go:debug asynctimerchan=0
+
+package sim_test
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/podhealth/podhealth/internal/sim"
+)
+
+var (
+	seedsFlag  = flag.Uint64("sim.seeds", 0, "TestExplore: how many seeds to explore (0: skip)")
+	firstFlag  = flag.Uint64("sim.first", 1, "TestExplore: the first seed")
+	budgetFlag = flag.Duration("sim.budget", 0, "TestFreshSeedsKeepThePromises: how long to explore fresh seeds (default $PODHEALTH_SIM_BUDGET, else 10s)")
+)
+
+// runSeed runs one seed in a bubble of its own.
+func runSeed(t testing.TB, seed uint64, opts sim.Options) sim.Result {
+	t.Helper()
+	var res sim.Result
+	tt, ok := t.(*testing.T)
+	if !ok {
+		panic("runSeed needs a *testing.T")
+	}
+	synctest.Test(tt, func(*testing.T) { res = sim.Run(seed, opts) })
+	return res
+}
+
+// A seed replays exactly: the same history, byte for byte, run after run.
+func TestASeedWritesTheSameHistoryTwice(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		a := runSeed(t, seed, sim.Options{})
+		b := runSeed(t, seed, sim.Options{})
+		if a.History != b.History {
+			t.Fatalf("seed %d wrote two histories; the first difference:\n%s", seed, firstDifference(a.History, b.History))
+		}
+		if len(a.History) < 10_000 {
+			t.Fatalf("seed %d wrote a history of %d bytes: too short to say anything", seed, len(a.History))
+		}
+	}
+}
+
+func firstDifference(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			return fmt.Sprintf("line %d:\n  %s\n  %s", i+1, la[i], lb[i])
+		}
+	}
+	return fmt.Sprintf("one history is longer: %d and %d lines", len(la), len(lb))
+}
+
+// explore runs seeds from first on, on every core, until n have run or
+// the budget is spent, and returns what it saw.
+type exploration struct {
+	mu                 sync.Mutex
+	seeds, steps       int
+	simulated          time.Duration
+	faults             int
+	outside            int
+	outsideCaught      int
+	window             int
+	windowLongest      time.Duration
+	recoveredLongest   time.Duration
+	violations         []sim.Result
+	recoveredLongestAt uint64
+}
+
+func explore(t *testing.T, first, n uint64, budget time.Duration, opts sim.Options) *exploration {
+	t.Helper()
+	var e exploration
+	start := time.Now()
+	var next = first
+	var nextMu sync.Mutex
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				nextMu.Lock()
+				seed := next
+				next++
+				nextMu.Unlock()
+				if (n > 0 && seed >= first+n) || (budget > 0 && time.Since(start) > budget) {
+					return
+				}
+				var res sim.Result
+				synctest.Test(t, func(*testing.T) { res = sim.Run(seed, opts) })
+				e.add(seed, res)
+			}
+		}()
+	}
+	wg.Wait()
+	return &e
+}
+
+func (e *exploration) add(seed uint64, res sim.Result) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.seeds++
+	e.steps += res.Steps
+	e.simulated += res.Simulated
+	e.faults += len(res.Faults)
+	e.window += res.Window
+	e.windowLongest = max(e.windowLongest, res.WindowLongest)
+	if res.Recovered > e.recoveredLongest {
+		e.recoveredLongest, e.recoveredLongestAt = res.Recovered, seed
+	}
+	switch {
+	case res.Outside != "":
+		e.outside++
+		if len(res.Violations) > 0 {
+			e.outsideCaught++
+		}
+	case len(res.Violations) > 0:
+		res.History = "" // kept small; rerun the seed for it
+		e.violations = append(e.violations, res)
+	}
+}
+
+func (e *exploration) report(t *testing.T, took time.Duration) {
+	t.Logf("%d seeds in %s: %.1f simulated hours, %d steps, %d faults; %d runs outside the promises (%d with violations); %d writes in flight across a freeze overlapped another (longest %s); longest recovery after the last heal %s (seed %d); %d runs broke a promise",
+		e.seeds, took.Round(time.Second), e.simulated.Hours(), e.steps, e.faults, e.outside, e.outsideCaught, e.window, e.windowLongest, e.recoveredLongest.Round(time.Millisecond), e.recoveredLongestAt, len(e.violations))
+	for _, v := range e.violations {
+		t.Errorf("%s", v.Summary())
+	}
+}
+
+// Fresh seeds, for a fixed budget, keep every promise; a failing seed is
+// printed, to be saved in testdata/seeds.
+func TestFreshSeedsKeepThePromises(t *testing.T) {
+	budget := *budgetFlag
+	if budget == 0 {
+		budget = 10 * time.Second
+		if s := os.Getenv("PODHEALTH_SIM_BUDGET"); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				t.Fatalf("PODHEALTH_SIM_BUDGET=%q: %v", s, err)
+			}
+			budget = d
+		}
+	}
+	first := uint64(time.Now().UnixNano())
+	t.Logf("fresh seeds from %d", first)
+	start := time.Now()
+	e := explore(t, first, 0, budget, sim.Options{})
+	e.report(t, time.Since(start))
+}
+
+// Every saved seed keeps every promise: each is a defect the simulator
+// found, fixed since.
+func TestSavedSeedsKeepThePromises(t *testing.T) {
+	f, err := os.Open("testdata/seeds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	n := 0
+	for s.Scan() {
+		line, _, _ := strings.Cut(s.Text(), "#")
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		seed, err := strconv.ParseUint(line, 10, 64)
+		if err != nil {
+			t.Fatalf("testdata/seeds: %q: %v", line, err)
+		}
+		n++
+		if res := runSeed(t, seed, sim.Options{}); len(res.Violations) > 0 || res.Outside != "" {
+			t.Errorf("%s", res.Summary())
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("testdata/seeds holds no seed")
+	}
+}
+
+// The command that explores many seeds: go test ./internal/sim -run
+// TestExplore -sim.seeds=1000000 -timeout 0 -v.
+func TestExplore(t *testing.T) {
+	if *seedsFlag == 0 {
+		t.Skip("-sim.seeds=N explores N seeds")
+	}
+	start := time.Now()
+	e := explore(t, *firstFlag, *seedsFlag, 0, sim.Options{})
+	e.report(t, time.Since(start))
+}
+
+// A run outside the promises is labelled so, and the oracle catches what
+// it breaks: a workload that writes without asking its Guard, and a clock
+// beyond the rate bound that the margin covers, each beside a partition
+// of the Lease holder's node.
+func TestTheOracleCatchesRunsOutsideThePromises(t *testing.T) {
+	for _, outside := range []string{"ignores-guard", "fast-clock"} {
+		t.Run(outside, func(t *testing.T) {
+			caught := 0
+			for seed := uint64(1); seed <= 40; seed++ {
+				res := runSeed(t, seed, sim.Options{Outside: outside, Faults: []sim.Fault{{Kind: "partition", At: 3 * time.Minute, Lasts: 7 * time.Minute}}})
+				if res.Outside != outside {
+					t.Fatalf("seed %d: labelled %q", seed, res.Outside)
+				}
+				if len(res.Violations) > 0 {
+					caught++
+				}
+			}
+			t.Logf("%d of 40 runs broke a promise", caught)
+			if caught == 0 {
+				t.Fatal("the oracle caught nothing in 40 runs outside the promises")
+			}
+		})
+	}
+}
+
+// Each defect of earlier rounds, reintroduced alone, is found by the
+// oracle from fresh seeds; the figures are in docs/e2e.md.
+func TestTheSimulatorFindsEachReintroducedDefect(t *testing.T) {
+	for _, tc := range []struct {
+		defect string
+		opts   sim.Options
+	}{
+		{"a takeover of the Lease frees a replica", sim.Options{Mutations: sim.Mutations{ProtocolForReplica: true}}},
+		{"a workload that cannot ask runs without the liveness probe on its sidecar", sim.Options{Mutations: sim.Mutations{NoLivenessProbe: true}}},
+	} {
+		t.Run(tc.defect, func(t *testing.T) {
+			start := time.Now()
+			for seed := uint64(1); seed <= 3000; seed++ {
+				res := runSeed(t, seed, tc.opts)
+				if len(res.Violations) > 0 && res.Outside == "" {
+					t.Logf("found at seed %d, after %s: %s", seed, time.Since(start).Round(time.Millisecond), res.Violations[0])
+					return
+				}
+			}
+			t.Fatalf("not found in 3000 seeds (%s)", time.Since(start).Round(time.Second))
+		})
+	}
+}
