@@ -164,10 +164,10 @@ func (s *store) deletePod(namespace, name string, opts metav1.DeleteOptions) (*c
 	}
 	if pre := opts.Preconditions; pre != nil {
 		if pre.UID != nil && *pre.UID != cur.UID {
-			return nil, apierrors.NewConflict(podsResource, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *pre.UID, cur.UID))
+			return nil, apierrors.NewConflict(podsResource, name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *pre.UID, cur.UID))
 		}
 		if pre.ResourceVersion != nil && *pre.ResourceVersion != cur.ResourceVersion {
-			return nil, apierrors.NewConflict(podsResource, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *pre.ResourceVersion, cur.ResourceVersion))
+			return nil, apierrors.NewConflict(podsResource, name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *pre.ResourceVersion, cur.ResourceVersion))
 		}
 	}
 	gone := cur.DeepCopy()

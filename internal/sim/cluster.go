@@ -30,9 +30,9 @@ const (
 	// replicas: db-0 and db-1 are the primary's candidates, which hold
 	// the Lease in turn and write the data while they hold it; db-2 is a
 	// replica, which writes its own volume without the Lease.
-	replicas            = 3
-	replicaOrdinal      = 2
-	primaryLease        = "db-primary"
+	replicas       = 3
+	replicaOrdinal = 2
+	primaryLease   = "db-primary"
 )
 
 // node is a machine with a kubelet.
@@ -42,8 +42,6 @@ type node struct {
 	partitioned bool // cut off from the API server
 	kubeletUp   bool
 	frozen      bool
-	// kubelet is the kubelet's process: its clock, and whether it runs.
-	kubelet *process
 	// known are the pods the kubelet knows it runs, by UID.
 	known map[string]*podRun
 }

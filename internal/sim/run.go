@@ -94,8 +94,8 @@ type runState struct {
 	fastClock    bool
 	// outside says why a run left the promises, when the faults drawn
 	// took it there.
-	outside string
-	mutations    Mutations
+	outside   string
+	mutations Mutations
 
 	store    *store
 	api      apiFaults
