@@ -73,6 +73,9 @@ type container struct {
 	// canWrite reports whether the current process writes, or may write,
 	// now; nil for one that never writes (the sidecar).
 	canWrite func() bool
+	// probeFailed: the kubelet is stopping the container for a failed
+	// liveness probe.
+	probeFailed bool
 	// guard is the current process's Guard (a writer's own, or the
 	// sidecar's once it serves), for the oracle.
 	guard atomic.Pointer[selffence.Guard]
@@ -328,13 +331,18 @@ func (w *world) kubeletSync(n *node) {
 			switch {
 			case (c.proc == nil || c.proc.dead) && c.startAt <= w.now:
 				w.startContainer(run, c)
-			case c.kind == blind && c.proc != nil && !c.proc.dead && c.proc.continuous && !run.mayWrite() && !w.mutations.NoLivenessProbe:
+			case c.kind == blind && c.proc != nil && !c.proc.dead && c.proc.continuous && !run.mayWrite() && !w.mutations.NoLivenessProbe && !c.probeFailed:
 				// The workload's liveness probe, GET /may-write on the
-				// sidecar, failed (false, no answer, or no sidecar):
-				// the kubelet kills the container at once (the probe's
-				// terminationGracePeriodSeconds, 1 s, ends within this
-				// sync).
-				w.kill(c.proc, "its liveness probe of the sidecar failed")
+				// sidecar every second, failed (false, no answer within
+				// its timeout of 1 s, or no sidecar): the kubelet stops
+				// the container, which ignores SIGTERM, and kills it at
+				// the end of the probe's grace period of 1 s.
+				c.probeFailed = true
+				p := c.proc
+				w.after(2*time.Second, func() {
+					c.probeFailed = false
+					w.kill(p, "its liveness probe of the sidecar failed")
+				})
 			}
 		}
 	}

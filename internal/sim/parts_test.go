@@ -1,7 +1,5 @@
 //go:build go1.25
 
-//go:debug asynctimerchan=0
-
 package sim
 
 import (

@@ -231,26 +231,3 @@ func TestTheOracleCatchesRunsOutsideThePromises(t *testing.T) {
 	}
 }
 
-// Each defect of earlier rounds, reintroduced alone, is found by the
-// oracle from fresh seeds; the figures are in docs/e2e.md.
-func TestTheSimulatorFindsEachReintroducedDefect(t *testing.T) {
-	for _, tc := range []struct {
-		defect string
-		opts   sim.Options
-	}{
-		{"a takeover of the Lease frees a replica", sim.Options{Mutations: sim.Mutations{ProtocolForReplica: true}}},
-		{"a workload that cannot ask runs without the liveness probe on its sidecar", sim.Options{Mutations: sim.Mutations{NoLivenessProbe: true}}},
-	} {
-		t.Run(tc.defect, func(t *testing.T) {
-			start := time.Now()
-			for seed := uint64(1); seed <= 3000; seed++ {
-				res := runSeed(t, seed, tc.opts)
-				if len(res.Violations) > 0 && res.Outside == "" {
-					t.Logf("found at seed %d, after %s: %s", seed, time.Since(start).Round(time.Millisecond), res.Violations[0])
-					return
-				}
-			}
-			t.Fatalf("not found in 3000 seeds (%s)", time.Since(start).Round(time.Second))
-		})
-	}
-}
