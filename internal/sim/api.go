@@ -100,6 +100,9 @@ func (s *store) updateLease(l *coordinationv1.Lease) (*coordinationv1.Lease, err
 		return nil, apierrors.NewConflict(leasesResource, l.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
 	next := l.DeepCopy()
+	if holderOf(cur) != holderOf(next) {
+		s.w.holderChanges = append(s.w.holderChanges, s.w.now)
+	}
 	next.UID, next.CreationTimestamp = cur.UID, cur.CreationTimestamp
 	next.ResourceVersion = s.nextRV()
 	s.leases[k] = next
@@ -255,12 +258,17 @@ type request struct {
 	reply   chan result
 	done    bool
 	sentAt  time.Duration
+	// twins are requests alike that go and come back with this one.
+	twins []*request
 }
 
 func (r *request) owner() *process { return r.p }
 func (r *request) key() string     { return "req " + r.verb + " " + r.what }
 
 func (r *request) answer(res result) {
+	for _, t := range r.twins {
+		t.answer(res)
+	}
 	if r.done {
 		return
 	}
@@ -276,8 +284,27 @@ func (r *request) abort(*world) {
 	r.answer(result{err: fmt.Errorf("sim: the run is over")})
 }
 
-func (r *request) schedule(w *world) {
-	r.sentAt = w.now
+// answerEach answers r and its twins, each with its own apply: alike,
+// they apply alike.
+func (r *request) answerEach(first result) {
+	for _, t := range r.twins {
+		obj, err := t.apply()
+		t.answer(result{obj: obj, err: err})
+	}
+	twins := r.twins
+	r.twins = nil
+	r.answer(first)
+	r.twins = twins
+}
+
+// fate is what happens to a request (and its twins).
+type fate struct {
+	roll         float64
+	code         int
+	apply, reply time.Duration
+}
+
+func (w *world) drawFate() fate {
 	f := w.api
 	delay := func() time.Duration {
 		if f.maxDelay <= 0 {
@@ -285,6 +312,15 @@ func (r *request) schedule(w *world) {
 		}
 		return time.Millisecond + time.Duration(w.rng.Int64N(int64(f.maxDelay)))
 	}
+	return fate{roll: w.rng.Float64(), code: []int{429, 500, 503, 504}[w.rng.IntN(4)], apply: delay(), reply: delay()}
+}
+
+func (r *request) schedule(w *world) {
+	r.sentAt = w.now
+	for _, t := range r.twins {
+		t.sentAt = w.now
+	}
+	ft, f := w.drawFate(), w.api
 	if r.timeout > 0 {
 		w.after(scale(r.timeout, r.p.rate), func() {
 			r.p.wake(func() { r.answer(result{err: context.DeadlineExceeded}) })
@@ -294,33 +330,32 @@ func (r *request) schedule(w *world) {
 		w.logf("%s %s %s: lost (partitioned)", r.p.name, r.verb, r.what)
 		return
 	}
-	roll := w.rng.Float64()
 	answerAt := func(d time.Duration, res result) {
 		w.after(d, func() { r.p.wake(func() { r.answer(res) }) })
 	}
-	switch {
+	switch roll := ft.roll; {
 	case roll < f.fail:
-		code := []int{429, 500, 503, 504}[w.rng.IntN(4)]
-		w.logf("%s %s %s: %d", r.p.name, r.verb, r.what, code)
-		answerAt(delay(), result{err: apierrors.NewGenericServerResponse(code, r.verb, leasesResource, "", "sim", 1, code < 500)})
+		w.logf("%s %s %s: %d", r.p.name, r.verb, r.what, ft.code)
+		answerAt(ft.apply, result{err: apierrors.NewGenericServerResponse(ft.code, r.verb, leasesResource, "", "sim", 1, ft.code < 500)})
 		return
 	case r.write && roll < f.fail+f.conflict:
 		w.logf("%s %s %s: 409", r.p.name, r.verb, r.what)
-		answerAt(delay(), result{err: apierrors.NewConflict(leasesResource, r.what, fmt.Errorf("sim: a conflict"))})
+		answerAt(ft.apply, result{err: apierrors.NewConflict(leasesResource, r.what, fmt.Errorf("sim: a conflict"))})
 		return
 	case roll < f.fail+f.conflict+f.lostBefore:
 		w.logf("%s %s %s: lost before it applied", r.p.name, r.verb, r.what)
 		return
 	}
-	lostAfter := roll < f.fail+f.conflict+f.lostBefore+f.lostAfter
-	w.after(delay(), func() {
+	lostAfter := ft.roll < f.fail+f.conflict+f.lostBefore+f.lostAfter
+	w.after(ft.apply, func() {
 		obj, err := r.apply()
 		switch {
 		case lostAfter:
 			w.logf("%s %s %s: applied (%s), the answer lost", r.p.name, r.verb, r.what, outcome(obj, err))
 		default:
 			w.logf("%s %s %s: %s", r.p.name, r.verb, r.what, outcome(obj, err))
-			answerAt(delay(), result{obj: obj, err: err})
+			res := result{obj: obj, err: err}
+			w.after(ft.reply, func() { r.p.wake(func() { r.answerEach(res) }) })
 		}
 	})
 }
@@ -337,6 +372,14 @@ func outcome(obj any, err error) string {
 		return "rv " + o.ResourceVersion
 	}
 	return "ok"
+}
+
+// holderOf is a Lease's holder; empty for none.
+func holderOf(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
 }
 
 // leaseText is a Lease's record, for the history.

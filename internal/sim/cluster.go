@@ -40,6 +40,7 @@ type node struct {
 	name        string
 	powered     bool
 	partitioned bool // cut off from the API server
+	lostForGood bool // powered off, never to return
 	kubeletUp   bool
 	frozen      bool
 	// known are the pods the kubelet knows it runs, by UID.
@@ -261,7 +262,7 @@ func (w *world) statefulSet() {
 			for _, c := range node.Status.Conditions {
 				ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
 			}
-			if ready && len(node.Spec.Taints) == 0 {
+			if ready && len(node.Spec.Taints) == 0 && !w.hostsOtherCandidate(n.name, i) {
 				fit = append(fit, n.name)
 			}
 		}
@@ -269,9 +270,27 @@ func (w *world) statefulSet() {
 			continue
 		}
 		pod := w.newPod(i, fit[w.rng.IntN(len(fit))])
+		for _, l := range w.lost {
+			if l.holder != nil && l.holder.Name == podName(i) {
+				if _, done := w.replaced[string(l.holder.UID)]; !done {
+					w.replaced[string(l.holder.UID)] = w.now
+				}
+			}
+		}
 		w.store.putPod(pod)
 		w.logf("statefulset: created %s (%s) on %s", pod.Name, pod.UID, pod.Spec.NodeName)
 	}
+}
+
+// hostsOtherCandidate reports whether the other candidate's pod is bound
+// to node: the candidates' anti-affinity, so that one node lost takes at
+// most one of them.
+func (w *world) hostsOtherCandidate(node string, ordinal int) bool {
+	if ordinal == replicaOrdinal {
+		return false
+	}
+	other, ok := w.store.pods[key(namespace, podName(1-ordinal))]
+	return ok && other.Spec.NodeName == node
 }
 
 // kubeletSync is one pass of a kubelet: it learns its pods from the API

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -24,12 +25,14 @@ const (
 	deleteLease
 	takeLease
 	restartOperator
+	// nodeLost powers a node off for good; its Node stays, NotReady.
+	nodeLost
 	faultKinds
 )
 
 func (k faultKind) String() string {
 	return [...]string{"partition", "freeze-node", "freeze-process", "power-off", "kubelet-crash", "oom-kill",
-		"block-logs", "clear-holder", "delete-lease", "take-lease", "restart-operator"}[k]
+		"block-logs", "clear-holder", "delete-lease", "take-lease", "restart-operator", "node-lost"}[k]
 }
 
 // fault is one fault of a run: its kind, when it starts, and how long it
@@ -47,13 +50,21 @@ func (f fault) String() string {
 // drawFaults draws a run's faults: one to four, starting between the
 // first and the eleventh minute, each lasting up to seven minutes.
 func (w *world) drawFaults() []fault {
-	n := 1 + w.rng.IntN(4)
+	n := 1 + w.faults.IntN(4)
 	var faults []fault
+	lostOne := false
 	for range n {
-		f := fault{kind: faultKind(w.rng.IntN(int(faultKinds))), at: time.Minute + time.Duration(w.rng.Int64N(int64(10*time.Minute)))}
+		f := fault{kind: faultKind(w.faults.IntN(int(faultKinds))), at: time.Minute + time.Duration(w.faults.Int64N(int64(10*time.Minute)))}
+		if f.kind == nodeLost && lostOne {
+			// One node lost for good per run: with the candidates'
+			// anti-affinity, it takes at most one of them, and the other
+			// takes over.
+			f.kind = powerOff
+		}
+		lostOne = lostOne || f.kind == nodeLost
 		switch f.kind {
 		case partition, freezeNode, freezeProcess, powerOff, kubeletCrash:
-			f.dur = time.Second + time.Duration(w.rng.Int64N(int64(7*time.Minute)))
+			f.dur = time.Second + time.Duration(w.faults.Int64N(int64(7*time.Minute)))
 		}
 		faults = append(faults, f)
 	}
@@ -132,18 +143,28 @@ func (w *world) inject(f fault) {
 				p.thaw()
 			}
 		})
-	case powerOff:
+	case powerOff, nodeLost:
 		n := w.targetNode()
-		w.logf("fault: %s powered off for %s", n.name, f.dur)
+		if f.kind == nodeLost {
+			n.lostForGood = true
+			w.logf("fault: %s lost for good", n.name)
+			w.lost = append(w.lost, lostNode{name: n.name, at: w.now, holder: w.holderOn(n)})
+		} else {
+			w.logf("fault: %s powered off for %s", n.name, f.dur)
+		}
 		n.powered = false
 		for _, p := range w.procsOn(n) {
 			w.kill(p, "its node lost power")
 		}
 		n.known = map[string]*podRun{}
-		w.after(f.dur, func() {
-			n.powered = true
-			w.logf("heal: %s powered on", n.name)
-		})
+		if f.kind == powerOff {
+			w.after(f.dur, func() {
+				if !n.lostForGood {
+					n.powered = true
+					w.logf("heal: %s powered on", n.name)
+				}
+			})
+		}
 	case kubeletCrash:
 		n := w.targetNode()
 		w.logf("fault: the kubelet of %s down for %s", n.name, f.dur)
@@ -168,6 +189,31 @@ func (w *world) inject(f fault) {
 		w.kill(w.operator, "restarted")
 		w.after(5*time.Second, w.startOperator)
 	}
+}
+
+// lostNode is a node lost for good, and the pod on it that the Lease
+// named then, if any: with a Lease watch, the fencer proves it stopped,
+// by its unrenewed record or the takeover it saw, and it must be replaced
+// within podRecovery. A candidate that never held the Lease, and the
+// replica, wait for node evidence, which a node that stays NotReady
+// never gives (docs/safety.md).
+type lostNode struct {
+	name   string
+	at     time.Duration
+	holder *corev1.Pod
+}
+
+// holderOn is the pod bound to n that the Lease names, if any.
+func (w *world) holderOn(n *node) *corev1.Pod {
+	l, ok := w.store.leases[key(namespace, primaryLease)]
+	if !ok || l.Spec.HolderIdentity == nil {
+		return nil
+	}
+	pod, ok := w.store.pods[key(namespace, *l.Spec.HolderIdentity)]
+	if !ok || pod.Spec.NodeName != n.name {
+		return nil
+	}
+	return pod.DeepCopy()
 }
 
 // freeze freezes p: its writes in flight are now in the window.
@@ -200,8 +246,10 @@ func (w *world) editLease(kind faultKind) {
 	case clearHolder:
 		l.Spec.HolderIdentity = nil
 		_, err = w.store.updateLease(l)
+		w.evidenceErased = append(w.evidenceErased, w.now)
 	case deleteLease:
 		err = w.store.deleteLease(namespace, primaryLease)
+		w.evidenceErased = append(w.evidenceErased, w.now)
 	case takeLease:
 		l.Spec.HolderIdentity = ptr.To("intruder")
 		_, err = w.store.updateLease(l)

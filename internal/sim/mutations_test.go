@@ -147,12 +147,7 @@ func TestMutant(t *testing.T) {
 	if name == "" {
 		t.Skip("run by TestTheSimulatorFindsEachReintroducedDefect")
 	}
-	var m *mutation
-	for i := range mutations {
-		if mutations[i].name == name {
-			m = &mutations[i]
-		}
-	}
+	m := mutationNamed(name)
 	if m == nil {
 		t.Fatalf("no mutation %q", name)
 	}
@@ -169,6 +164,16 @@ func TestMutant(t *testing.T) {
 		return
 	}
 	fmt.Printf("mutant %s: found at seed %d after %d seeds and %s: %s\n", name, e.seed, e.seed, time.Since(start).Round(time.Millisecond), e.violation)
+}
+
+// mutationNamed is the mutation of that name, or nil.
+func mutationNamed(name string) *mutation {
+	for i := range mutations {
+		if mutations[i].name == name {
+			return &mutations[i]
+		}
+	}
+	return nil
 }
 
 // found is the first seed, in seed order, whose run broke a promise.

@@ -5,6 +5,8 @@ package sim
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -40,8 +42,12 @@ func (w *world) startOperator() {
 	p := w.newProcess(w.procSeq, fmt.Sprintf("operator#%d", w.procSeq), w.drawRate(), w.drawOffset())
 	w.procs = append(w.procs, p)
 	w.operator = p
+	w.operatorStarts = append(w.operatorStarts, w.now)
 	op := &operator{p: p, pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}), nodes: map[string]*corev1.Node{}}
 	leases := &events{}
+	// changed wakes the reconcile loop: a pod of the operator's changed,
+	// as an informer's event enqueues a reconcile.
+	changed := make(chan struct{}, 1)
 	follow := func(deliver func(old, obj runtime.Object)) {
 		w.store.watch(w.watchLag, func(old, obj runtime.Object) {
 			if !p.dead {
@@ -50,6 +56,12 @@ func (w *world) startOperator() {
 		})
 	}
 	follow(func(old, obj runtime.Object) {
+		if _, ok := obj.(*corev1.Pod); ok || isPod(old) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
 		switch o := obj.(type) {
 		case *corev1.Pod:
 			_ = op.pods.Update(o)
@@ -71,11 +83,15 @@ func (w *world) startOperator() {
 	for _, n := range w.nodes {
 		op.nodes[n.name] = w.store.nodes[n.name].DeepCopy()
 	}
-	checkers, err := kube.NewCheckers(client{w: w, p: p}, kube.CheckersOptions{
+	opts := kube.CheckersOptions{
 		Health:     health.Options{Clock: procClock{p}, Nodes: nodeCache{op}},
 		FenceLease: true,
 		Leases:     leases,
-	})
+	}
+	if w.noLeaseWatch {
+		opts.Leases = nil
+	}
+	checkers, err := kube.NewCheckers(client{w: w, p: p}, opts)
 	if err != nil {
 		panic(fmt.Sprintf("sim: the operator's Checkers are refused: %v", err))
 	}
@@ -83,7 +99,7 @@ func (w *world) startOperator() {
 		leases.deliver(nil, w.store.leases[l].DeepCopy())
 	}
 	w.logf("%s: started (clock rate %d ppm)", p.name, p.rate)
-	lister := corelisters.NewPodLister(op.pods)
+	lister := drawnOrder{PodLister: corelisters.NewPodLister(op.pods), w: w}
 	selector := labels.SelectorFromSet(labels.Set{"app": setName})
 	protocol := func(pod *corev1.Pod) (fencing.LeaseProtocol, bool) {
 		return fencing.LeaseProtocol{Lease: primaryLease, Deadline: w.protocol.Deadline}, pod.Labels["role"] == "primary" && !w.mutations.ProtocolForReplica
@@ -95,13 +111,27 @@ func (w *world) startOperator() {
 	}
 	clk := procClock{p}
 	go func() {
+		failures := 0
 		for {
 			ctx, cancel := context.WithTimeout(p.ctx, reconcileEvery)
 			report, err := checkers.Check(ctx, lister, namespace, selector, kube.CheckOptions{LeaseProtocol: protocol})
 			cancel()
+			w.do(p, "report", func() { w.logf("%s: checked: %s", p.name, reportText(report, err)) })
 			next := reconcileEvery
-			if err == nil && report.RetryAfter > 0 && report.RetryAfter < next {
+			if w.onlyAtRetryAfter {
+				next = 10 * time.Hour // a resync far off: a pod's change, or RetryAfter
+			}
+			switch {
+			case err != nil:
+				// A failed reconcile is retried after a backoff, as
+				// controller-runtime's queue does.
+				failures++
+				next = min(time.Second<<min(failures, 9), 5*time.Minute)
+			case report.RetryAfter > 0 && report.RetryAfter < next:
+				failures = 0
 				next = report.RetryAfter
+			default:
+				failures = 0
 			}
 			t := clk.NewTimer(next)
 			select {
@@ -109,14 +139,67 @@ func (w *world) startOperator() {
 				t.Stop()
 				return
 			case <-t.C():
+			case <-changed:
+				t.Stop()
 			}
 		}
 	}()
 }
 
+// reportText is a check's report, for the history.
+func reportText(r health.Report, err error) string {
+	if err != nil {
+		return "error " + err.Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "healthy %t, retry after %s", r.Healthy, r.RetryAfter)
+	var pods []string // in the pods' order, not the check's
+	for _, p := range r.Pods {
+		if p.Outcome != health.NoAction {
+			line := fmt.Sprintf("; %s %v", p.Pod.Name, p.Outcome)
+			if p.Outcome == health.HeldBack {
+				line += fmt.Sprintf(" (%v: %s)", p.HeldBack.Reason, p.HeldBack.Detail)
+			}
+			pods = append(pods, line)
+		}
+	}
+	sort.Strings(pods)
+	b.WriteString(strings.Join(pods, ""))
+	return b.String()
+}
+
+func isPod(obj runtime.Object) bool {
+	_, ok := obj.(*corev1.Pod)
+	return ok
+}
+
 func isLease(obj runtime.Object) bool {
 	_, ok := obj.(*coordinationv1.Lease)
 	return ok
+}
+
+// drawnOrder lists the informer's pods in an order drawn from the seed:
+// an informer's cache lists them in its map's order, which a check must
+// not depend on, and which a replay must not vary.
+type drawnOrder struct {
+	corelisters.PodLister
+	w *world
+}
+
+func (d drawnOrder) Pods(namespace string) corelisters.PodNamespaceLister {
+	return drawnNamespace{PodNamespaceLister: d.PodLister.Pods(namespace), w: d.w}
+}
+
+type drawnNamespace struct {
+	corelisters.PodNamespaceLister
+	w *world
+}
+
+func (d drawnNamespace) List(selector labels.Selector) ([]*corev1.Pod, error) {
+	pods, err := d.PodNamespaceLister.List(selector)
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	d.w.rng.Shuffle(len(pods), func(i, j int) { pods[i], pods[j] = pods[j], pods[i] })
+	return pods, err
 }
 
 // nodeCache is the operator's node informer's cache, as a NodeGetter.

@@ -18,7 +18,8 @@ import (
 //   - A process whose Guard held the Lease has stopped by the Lease's
 //     expiry plus the deadline, on its own clock, unless it was frozen.
 //   - Once the last fault has healed, the data is written again within
-//     recoveryBound.
+//     recoveryBound; a candidate's pod on a node lost for good is
+//     replaced within podRecovery.
 func (w *world) judge(res *Result) {
 	res.Violations = append(res.Violations, overlaps(w.writes, res)...)
 	res.Violations = append(res.Violations, w.deadlinesMissed...)
@@ -34,9 +35,45 @@ func (w *world) judge(res *Result) {
 			break
 		}
 	}
-	if res.Recovered < 0 || res.Recovered > recoveryBound {
-		res.Violations = append(res.Violations, fmt.Sprintf("no write of the data within %s of the last heal at %s", recoveryBound, res.Healed))
+	if res.Recovered < 0 || res.Recovered > w.recoveryBound() {
+		res.Violations = append(res.Violations, fmt.Sprintf("no write of the data within %s of the last heal at %s", w.recoveryBound(), res.Healed))
 	}
+	for _, l := range w.lost {
+		if l.holder == nil || w.noLeaseWatch || w.erasedAfter(l.at) || w.restartedAfterTakeover(l.at) {
+			continue
+		}
+		if at, ok := w.replaced[string(l.holder.UID)]; !ok || at > l.at+w.podRecovery() {
+			res.Violations = append(res.Violations, fmt.Sprintf("%s (%s), the Lease's holder on %s, lost for good at %s, not replaced within %s", l.holder.Name, l.holder.UID, l.name, l.at, w.podRecovery()))
+		}
+	}
+}
+
+// erasedAfter reports whether an outside edit left the Lease with no
+// holder after at: the record that would have proven a pod lost at at
+// stopped is gone, and the fencer rightly proves nothing.
+func (w *world) erasedAfter(at time.Duration) bool {
+	for _, e := range w.evidenceErased {
+		if e >= at {
+			return true
+		}
+	}
+	return false
+}
+
+// restartedAfterTakeover reports whether an operator started after a
+// takeover of the Lease that followed at: its new watch never saw the pod
+// lost at at hold the Lease, and a takeover proves only that the holder
+// it replaced stopped (docs/safety.md), so the fencer rightly proves
+// nothing for that pod.
+func (w *world) restartedAfterTakeover(at time.Duration) bool {
+	for _, c := range w.holderChanges {
+		for _, r := range w.operatorStarts {
+			if c >= at && r >= c {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // renewed is told of a successful write of the Lease by p, sent at

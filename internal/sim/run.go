@@ -4,6 +4,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -75,10 +76,32 @@ type Result struct {
 }
 
 // recoveryBound is how soon after the last fault heals the data must be
-// written again: two of the kubelet's longest restart backoffs (the
-// sidecar's, then its workload's, which the sidecar's start stopped), the
-// Lease's longest wait, and the time to notice and start.
-const recoveryBound = 12 * time.Minute
+// written again: a holder that lost the Lease is stopped by the Lease's
+// expiry plus the deadline (within one wait); its container comes back
+// after up to two of the kubelet's longest restart backoffs (the
+// sidecar's, then its workload's, which the sidecar's start stopped); its
+// new Guard waits once more; and a minute to notice and start.
+func (w *world) recoveryBound() time.Duration {
+	return 2*restartBackoffMax + 2*w.wait() + time.Minute
+}
+
+// wait is the protocol's wait: the Lease's duration, the deadline and
+// the margin.
+func (w *world) wait() time.Duration {
+	return w.protocol.Duration + w.protocol.Deadline + w.protocol.Margin
+}
+
+// podRecovery is how soon after a node is lost for good the Lease's
+// holder on it is replaced: the node-lifecycle controller's grace and the
+// toleration, the fencer's wait (from the eviction, at the latest), a
+// check at RetryAfter, a minute to notice and create, and the clocks'
+// offsets.
+func (w *world) podRecovery() time.Duration {
+	// A holder's renewTime ahead of the operator's clock lengthens the
+	// fencer's wait by as much (docs/safety.md): two clocks differ by up
+	// to twice the farthest offset.
+	return nodeMonitorGrace + tolerationSeconds*time.Second + 2*w.wait() + time.Minute + 2*w.farthest
+}
 
 // fleet is the number of nodes.
 const fleet = 4
@@ -111,6 +134,22 @@ type runState struct {
 	// deadlinesMissed are the oracle's findings of holders that outlived
 	// their deadline.
 	deadlinesMissed []string
+	// lost are the nodes lost for good.
+	lost []lostNode
+	// evidenceErased are the times of outside edits that left the Lease
+	// with no holder: a pod lost before one is not proven stopped by it.
+	evidenceErased []time.Duration
+	// holderChanges are the times the Lease's holder changed; operatorStarts
+	// those an operator process started.
+	holderChanges, operatorStarts []time.Duration
+	// farthest is the largest clock offset drawn, either way.
+	farthest time.Duration
+	// replaced is when a pod of a lost node got its successor, by UID.
+	replaced map[string]time.Duration
+	// onlyAtRetryAfter: the operator checks again only at RetryAfter
+	// (and after a long resync), not every reconcileEvery; noLeaseWatch:
+	// its Checkers has no Lease watch, so waits run from its checks.
+	onlyAtRetryAfter, noLeaseWatch bool
 
 	logsBlock   atomic.Bool
 	unblockLogs chan struct{}
@@ -122,6 +161,7 @@ func Run(seed uint64, opts Options) Result {
 	w := newWorld(seed)
 	w.nodeOf = map[*process]*node{}
 	w.open = map[*process][]*write{}
+	w.replaced = map[string]time.Duration{}
 	w.unblockLogs = make(chan struct{})
 	w.store = newStore(w)
 	w.mutations = opts.Mutations
@@ -171,8 +211,21 @@ func Run(seed uint64, opts Options) Result {
 		w.api = apiFaults{maxDelay: 5 * time.Millisecond}
 		w.logf("heal: the API server answers promptly")
 	})
-	end := healed + recoveryBound + time.Minute
-	w.run(end)
+	// The run lasts until every bound the oracle applies has passed; the
+	// clocks' offsets, which lengthen the pod's bound, are drawn as the
+	// processes start, so the end moves with them.
+	end := healed + w.recoveryBound() + time.Minute
+	for {
+		for _, f := range faults {
+			if f.kind == nodeLost {
+				end = max(end, f.at+w.podRecovery()+time.Minute)
+			}
+		}
+		w.run(end)
+		if w.queue.Len() == 0 || !slices.ContainsFunc(faults, func(f fault) bool { return f.kind == nodeLost && f.at+w.podRecovery()+time.Minute > end }) {
+			break
+		}
+	}
 	if res.Outside == "" {
 		res.Outside = w.outside
 	}
@@ -188,27 +241,35 @@ func Run(seed uint64, opts Options) Result {
 // drawSettings draws the run's protocol settings, workload, and API
 // faults from the seed.
 func (w *world) drawSettings() {
-	w.mode = []containerKind{guardWriter, asker, blind}[w.rng.IntN(3)]
+	w.mode = []containerKind{guardWriter, asker, blind}[w.settings.IntN(3)]
 	w.protocol = selffence.Options{
-		Duration:  []time.Duration{5 * time.Second, 15 * time.Second}[w.rng.IntN(2)],
-		Deadline:  []time.Duration{3 * time.Second, 10 * time.Second}[w.rng.IntN(2)],
+		Duration:  []time.Duration{5 * time.Second, 15 * time.Second}[w.settings.IntN(2)],
+		Deadline:  []time.Duration{3 * time.Second, 10 * time.Second}[w.settings.IntN(2)],
 		StopTakes: time.Second,
 		Margin:    2 * time.Second,
 	}
 	w.askEvery, w.writeTakes = time.Second, 200*time.Millisecond
-	w.watchLag = []time.Duration{0, 500 * time.Millisecond, 5 * time.Second}[w.rng.IntN(3)]
-	if w.rng.IntN(2) == 0 {
+	w.watchLag = []time.Duration{0, 500 * time.Millisecond, 5 * time.Second}[w.settings.IntN(3)]
+	if w.settings.IntN(2) == 0 {
 		w.api = apiFaults{
-			fail:       w.rng.Float64() * 0.03,
-			conflict:   w.rng.Float64() * 0.01,
-			lostBefore: w.rng.Float64() * 0.01,
-			lostAfter:  w.rng.Float64() * 0.01,
-			maxDelay:   []time.Duration{5 * time.Millisecond, 200 * time.Millisecond, 2 * time.Second}[w.rng.IntN(3)],
+			fail:       w.settings.Float64() * 0.03,
+			conflict:   w.settings.Float64() * 0.01,
+			lostBefore: w.settings.Float64() * 0.01,
+			lostAfter:  w.settings.Float64() * 0.01,
+			maxDelay:   []time.Duration{5 * time.Millisecond, 200 * time.Millisecond, 2 * time.Second}[w.settings.IntN(3)],
 		}
 	} else {
 		w.api = apiFaults{maxDelay: 5 * time.Millisecond}
 	}
-	w.logf("settings: mode %s, duration %s, deadline %s, watch lag up to %s, api faults %+v", w.mode, w.protocol.Duration, w.protocol.Deadline, w.watchLag, w.api)
+	w.onlyAtRetryAfter = w.settings.IntN(2) == 0
+	w.noLeaseWatch = w.settings.IntN(2) == 0
+	if w.settings.IntN(5) == 0 {
+		// A deadline longer than the Memory's TTL (10 minutes): the
+		// fencer's wait then outlasts what one check remembers.
+		w.protocol.Deadline = 11 * time.Minute
+	}
+	w.logf("settings: mode %s, duration %s, deadline %s, watch lag up to %s, operator checks only at RetryAfter %t, without a Lease watch %t, api faults %+v",
+		w.mode, w.protocol.Duration, w.protocol.Deadline, w.watchLag, w.onlyAtRetryAfter, w.noLeaseWatch, w.api)
 }
 
 // rateBound is the documented bound on the difference of two clocks'
@@ -231,9 +292,16 @@ func (w *world) drawRate() uint64 {
 	return r
 }
 
-// drawOffset draws a process's clock offset: up to an hour either way.
+// drawOffset draws a process's clock offset: within a second either way,
+// as NTP keeps it, or, one time in ten, up to an hour (a clock far off).
 func (w *world) drawOffset() time.Duration {
-	return time.Duration(w.rng.Int64N(int64(2*time.Hour))) - time.Hour
+	span := time.Second
+	if w.rng.IntN(10) == 0 {
+		span = time.Hour
+	}
+	d := time.Duration(w.rng.Int64N(int64(2*span))) - span
+	w.farthest = max(w.farthest, d, -d)
+	return d
 }
 
 // Summary is one line about a result.

@@ -47,13 +47,17 @@ func (q *eventQueue) Pop() any {
 // world is one run: its time, its queue of events, its random source and
 // what the code under test waits for.
 type world struct {
-	seed  uint64
-	rng   *rand.Rand
-	now   time.Duration
-	seq   uint64
-	queue eventQueue
-	hist  strings.Builder
-	steps int
+	seed uint64
+	// The seed's random streams: settings draws the run's settings,
+	// faults its faults, rng everything that happens as it runs. Apart,
+	// a draw added to one changes none of the others; add new draws at
+	// the end of a stream, or every saved seed replays another run.
+	settings, faults, rng *rand.Rand
+	now                   time.Duration
+	seq                   uint64
+	queue                 eventQueue
+	hist                  strings.Builder
+	steps                 int
 
 	// mu guards what goroutines of the code under test hand to the
 	// world while they run: the timers and requests they wait on.
@@ -85,7 +89,8 @@ type waiter interface {
 }
 
 func newWorld(seed uint64) *world {
-	return &world{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), outstanding: map[waiter]struct{}{}}
+	stream := func(n uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, n*0x9e3779b97f4a7c15)) }
+	return &world{seed: seed, settings: stream(1), faults: stream(2), rng: stream(3), outstanding: map[waiter]struct{}{}}
 }
 
 // at schedules fn at true time t (not before now).
@@ -141,7 +146,22 @@ func (w *world) settle() {
 			}
 			return a.key() < b.key()
 		})
+		var lead *request
 		for _, wt := range handed {
+			// Requests alike from one process in one step (concurrent
+			// reads of one Lease by a check's fencers) go and come back
+			// together, with the first: which goroutine sent which does
+			// not matter then.
+			if r, ok := wt.(*request); ok {
+				if lead != nil && lead.p == r.p && lead.key() == r.key() && lead.timeout == r.timeout {
+					lead.twins = append(lead.twins, r)
+					w.outstanding[wt] = struct{}{}
+					continue
+				}
+				lead = r
+			} else {
+				lead = nil
+			}
 			w.outstanding[wt] = struct{}{}
 			wt.schedule(w)
 		}
