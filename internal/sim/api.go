@@ -234,8 +234,8 @@ func (st *stream) send(old, obj runtime.Object) {
 // answer may come.
 type apiFaults struct {
 	// fail answers 429 or 5xx without applying; conflict answers 409
-	// without applying (a write); lostBefore never applies nor answers;
-	// lostAfter applies and never answers.
+	// without applying (a Lease's write); lostBefore never applies nor
+	// answers; lostAfter applies and never answers.
 	fail, conflict, lostBefore, lostAfter float64
 	maxDelay                              time.Duration
 }
@@ -338,7 +338,10 @@ func (r *request) schedule(w *world) {
 		w.logf("%s %s %s: %d", r.p.name, r.verb, r.what, ft.code)
 		answerAt(ft.apply, result{err: apierrors.NewGenericServerResponse(ft.code, r.verb, leasesResource, "", "sim", 1, ft.code < 500)})
 		return
-	case r.write && roll < f.fail+f.conflict:
+	case r.write && strings.HasPrefix(r.what, "lease ") && roll < f.fail+f.conflict:
+		// A 409 as if another writer had raced it, on a Lease's write
+		// only: a DELETE gets a 409 from its preconditions alone, as
+		// from a real API server, and a Deleter reads it so.
 		w.logf("%s %s %s: 409", r.p.name, r.verb, r.what)
 		answerAt(ft.apply, result{err: apierrors.NewConflict(leasesResource, r.what, fmt.Errorf("sim: a conflict"))})
 		return
