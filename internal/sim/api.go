@@ -438,38 +438,36 @@ type leaseClient struct {
 	namespace string
 }
 
+// callAs is client.call for an answer of type T.
+func callAs[T any](ctx context.Context, c client, verb, what string, write bool, apply func() (T, error)) (T, error) {
+	obj, err := c.w.call(ctx, c.p, verb, what, write, func() (any, error) { return apply() })
+	if err != nil {
+		var none T
+		return none, err
+	}
+	return obj.(T), nil
+}
+
 func (lc leaseClient) Get(ctx context.Context, name string, _ metav1.GetOptions) (*coordinationv1.Lease, error) {
-	obj, err := lc.c.w.call(ctx, lc.c.p, "get", "lease "+name, false, func() (any, error) {
+	return callAs(ctx, lc.c, "get", "lease "+name, false, func() (*coordinationv1.Lease, error) {
 		return lc.c.w.store.getLease(lc.namespace, name)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*coordinationv1.Lease), nil
 }
 
 func (lc leaseClient) Create(ctx context.Context, l *coordinationv1.Lease, _ metav1.CreateOptions) (*coordinationv1.Lease, error) {
 	l = l.DeepCopy()
 	l.Namespace = lc.namespace
-	obj, err := lc.c.w.call(ctx, lc.c.p, "create", "lease "+l.Name, true, func() (any, error) {
+	return callAs(ctx, lc.c, "create", "lease "+l.Name, true, func() (*coordinationv1.Lease, error) {
 		return lc.c.w.store.createLease(l)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*coordinationv1.Lease), nil
 }
 
 func (lc leaseClient) Update(ctx context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	l = l.DeepCopy()
 	l.Namespace = lc.namespace
-	obj, err := lc.c.w.call(ctx, lc.c.p, "update", "lease "+l.Name, true, func() (any, error) {
+	return callAs(ctx, lc.c, "update", "lease "+l.Name, true, func() (*coordinationv1.Lease, error) {
 		return lc.c.w.store.updateLease(l)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*coordinationv1.Lease), nil
 }
 
 type coreClient struct {
@@ -488,13 +486,9 @@ type podClient struct {
 }
 
 func (pc podClient) Get(ctx context.Context, name string, _ metav1.GetOptions) (*corev1.Pod, error) {
-	obj, err := pc.c.w.call(ctx, pc.c.p, "get", "pod "+name, false, func() (any, error) {
+	return callAs(ctx, pc.c, "get", "pod "+name, false, func() (*corev1.Pod, error) {
 		return pc.c.w.store.getPod(pc.namespace, name)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*corev1.Pod), nil
 }
 
 func (pc podClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -186,34 +185,21 @@ type found struct {
 // lowest seed with a violation inside the promises is known.
 func search(t *testing.T, most uint64, opts sim.Options) found {
 	var mu sync.Mutex
-	var next uint64 = 1
 	var best found
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				seed := next
-				next++
-				stop := seed > most || (best.seed != 0 && seed > best.seed)
-				mu.Unlock()
-				if stop {
-					return
-				}
-				var res sim.Result
-				synctest.Test(t, func(*testing.T) { res = sim.Run(seed, opts) })
-				if len(res.Violations) > 0 && res.Outside == "" {
-					mu.Lock()
-					if best.seed == 0 || seed < best.seed {
-						best = found{seed: seed, violation: res.Violations[0]}
-					}
-					mu.Unlock()
-				}
+	onEveryCore(1, func(seed uint64) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seed <= most && (best.seed == 0 || seed < best.seed)
+	}, func(seed uint64) {
+		var res sim.Result
+		synctest.Test(t, func(*testing.T) { res = sim.Run(seed, opts) })
+		if len(res.Violations) > 0 && res.Outside == "" {
+			mu.Lock()
+			if best.seed == 0 || seed < best.seed {
+				best = found{seed: seed, violation: res.Violations[0]}
 			}
-		}()
-	}
-	wg.Wait()
+			mu.Unlock()
+		}
+	})
 	return best
 }

@@ -74,7 +74,7 @@ type exploration struct {
 	faults             int
 	outside            int
 	outsideCaught      int
-	window             int
+	window, windowRuns int
 	windowLongest      time.Duration
 	recoveredLongest   time.Duration
 	violations         []sim.Result
@@ -85,37 +85,48 @@ func explore(t *testing.T, first, n uint64, budget time.Duration, opts sim.Optio
 	t.Helper()
 	var e exploration
 	start := time.Now()
-	var next = first
-	var nextMu sync.Mutex
+	onEveryCore(first, func(seed uint64) bool {
+		return (n == 0 || seed < first+n) && (budget == 0 || time.Since(start) <= budget)
+	}, func(seed uint64) {
+		var res sim.Result
+		synctest.Test(t, func(*testing.T) { res = sim.Run(seed, opts) })
+		if len(res.Violations) > 0 {
+			// A failing seed must replay: run it again.
+			var again sim.Result
+			synctest.Test(t, func(*testing.T) { again = sim.Run(seed, opts) })
+			if again.History != res.History {
+				t.Errorf("seed %d wrote two histories:\n%s", seed, firstDifference(res.History, again.History))
+			}
+		}
+		e.add(seed, res)
+	})
+	return &e
+}
+
+// onEveryCore runs each for the seeds from first on, on every core, for
+// as long as more says so of the next seed.
+func onEveryCore(first uint64, more func(seed uint64) bool, each func(seed uint64)) {
+	var mu sync.Mutex
+	next := first
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				nextMu.Lock()
+				mu.Lock()
 				seed := next
 				next++
-				nextMu.Unlock()
-				if (n > 0 && seed >= first+n) || (budget > 0 && time.Since(start) > budget) {
+				ok := more(seed)
+				mu.Unlock()
+				if !ok {
 					return
 				}
-				var res sim.Result
-				synctest.Test(t, func(*testing.T) { res = sim.Run(seed, opts) })
-				if len(res.Violations) > 0 {
-					// A failing seed must replay: run it again.
-					var again sim.Result
-					synctest.Test(t, func(*testing.T) { again = sim.Run(seed, opts) })
-					if again.History != res.History {
-						t.Errorf("seed %d wrote two histories:\n%s", seed, firstDifference(res.History, again.History))
-					}
-				}
-				e.add(seed, res)
+				each(seed)
 			}
 		}()
 	}
 	wg.Wait()
-	return &e
 }
 
 func (e *exploration) add(seed uint64, res sim.Result) {
@@ -126,6 +137,9 @@ func (e *exploration) add(seed uint64, res sim.Result) {
 	e.simulated += res.Simulated
 	e.faults += len(res.Faults)
 	e.window += res.Window
+	if res.Window > 0 {
+		e.windowRuns++
+	}
 	e.windowLongest = max(e.windowLongest, res.WindowLongest)
 	if res.Recovered > e.recoveredLongest {
 		e.recoveredLongest, e.recoveredLongestAt = res.Recovered, seed
@@ -143,8 +157,8 @@ func (e *exploration) add(seed uint64, res sim.Result) {
 }
 
 func (e *exploration) report(t *testing.T, took time.Duration) {
-	t.Logf("%d seeds in %s: %.1f simulated hours, %d steps, %d faults; %d runs outside the promises (%d with violations); %d writes in flight across a freeze overlapped another (longest %s); longest recovery after the last heal %s (seed %d); %d runs broke a promise",
-		e.seeds, took.Round(time.Second), e.simulated.Hours(), e.steps, e.faults, e.outside, e.outsideCaught, e.window, e.windowLongest, e.recoveredLongest.Round(time.Millisecond), e.recoveredLongestAt, len(e.violations))
+	t.Logf("%d seeds in %s: %.1f simulated hours, %d steps, %d faults; %d runs outside the promises (%d with violations); %d overlaps of a write in flight across a freeze, in %d runs (the longest %s); longest recovery after the last heal %s (seed %d); %d runs broke a promise",
+		e.seeds, took.Round(time.Second), e.simulated.Hours(), e.steps, e.faults, e.outside, e.outsideCaught, e.window, e.windowRuns, e.windowLongest, e.recoveredLongest.Round(time.Millisecond), e.recoveredLongestAt, len(e.violations))
 	for _, v := range e.violations {
 		t.Errorf("%s", v.Summary())
 	}
