@@ -63,6 +63,11 @@ var mutations = []mutation{{
 	defect: "a sidecar that starts leaves running what its predecessor left",
 	edits:  []edit{{"internal/sidecar/sidecar.go", "\tif err := hooks.Start(); err != nil {\n", "\tif err := error(nil); err != nil {\n"}},
 	masked: "the workload's liveness probe kills what a restarted sidecar does not (it answers false until it holds the Lease); without the probe, the gap before the restart breaks the deadline whatever the restart does",
+}, {
+	name:   "renewals-after-writing-ended",
+	defect: "a Guard renews the Lease after its watchdog ended writing",
+	edits:  []edit{{"selffence/guard.go", "\t\tif ended {\n\t\t\treturn g.lost(ErrExpired)\n\t\t}\n", "\t\tif false && ended {\n\t\t\treturn g.lost(ErrExpired)\n\t\t}\n"}},
+	masked: "a renewal after writing ended only lengthens the successor's wait and the fencer's, and the watchdog still stops the process by the deadline of the last renewal it saw: no promise breaks",
 }}
 
 // Each defect of earlier rounds, reintroduced alone, is found by the
