@@ -274,7 +274,7 @@ func (r *request) answer(res result) {
 	}
 	r.done = true
 	r.w.ended(r)
-	if res.err == nil && r.write && strings.HasPrefix(r.what, "lease ") && !r.w.tearingDown {
+	if res.err == nil && r.write && strings.HasPrefix(r.what, "lease ") && !r.w.over() {
 		r.w.renewed(r.p, r.sentAt)
 	}
 	r.reply <- res
@@ -511,7 +511,12 @@ type events struct {
 	handlers []cache.ResourceEventHandler
 }
 
-type registration struct{}
+// registration is an event handler's registration, synced from the
+// start. Methods that newer client-go releases add to the interface, and
+// that the code under test does not call, are the nil interface's.
+type registration struct {
+	cache.ResourceEventHandlerRegistration
+}
 
 func (registration) HasSynced() bool { return true }
 

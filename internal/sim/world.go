@@ -117,12 +117,12 @@ func (w *world) logf(format string, args ...any) {
 // over a wait.
 func (w *world) hand(wt waiter) {
 	w.mu.Lock()
-	over := w.tearingDown
-	if !over {
+	done := w.tearingDown
+	if !done {
 		w.waiting = append(w.waiting, wt)
 	}
 	w.mu.Unlock()
-	if over {
+	if done {
 		wt.abort(w)
 	}
 }
@@ -155,21 +155,43 @@ func (w *world) settle() {
 			if r, ok := wt.(*request); ok {
 				if lead != nil && lead.p == r.p && lead.key() == r.key() && lead.timeout == r.timeout {
 					lead.twins = append(lead.twins, r)
-					w.outstanding[wt] = struct{}{}
+					w.remember(wt)
 					continue
 				}
 				lead = r
 			} else {
 				lead = nil
 			}
-			w.outstanding[wt] = struct{}{}
+			w.remember(wt)
 			wt.schedule(w)
 		}
 	}
 }
 
+// remember records a wait scheduled, for teardown to end.
+func (w *world) remember(wt waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.outstanding[wt] = struct{}{}
+}
+
 // ended forgets a wait that has ended.
-func (w *world) ended(wt waiter) { delete(w.outstanding, wt) }
+// At teardown, goroutines of the code under test end their own waits:
+// the world's mu guards the map then.
+func (w *world) ended(wt waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.tearingDown {
+		delete(w.outstanding, wt)
+	}
+}
+
+// over reports whether the run is over (teardown has begun).
+func (w *world) over() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.tearingDown
+}
 
 // run steps through the queue until the true time end.
 func (w *world) run(end time.Duration) {
@@ -194,21 +216,20 @@ func (w *world) run(end time.Duration) {
 func (w *world) teardown(procs []*process) {
 	w.mu.Lock()
 	w.tearingDown = true
-	handed := w.waiting
-	w.waiting = nil
+	waits := w.waiting
+	for wt := range w.outstanding {
+		waits = append(waits, wt)
+	}
+	w.waiting, w.outstanding = nil, nil
 	w.mu.Unlock()
 	w.queue = nil
 	for _, p := range procs {
 		p.cancel()
 		p.die()
 	}
-	for _, wt := range handed {
+	for _, wt := range waits {
 		wt.abort(w)
 	}
-	for wt := range w.outstanding {
-		wt.abort(w)
-	}
-	w.outstanding = nil
 	synctest.Wait()
 }
 
