@@ -108,7 +108,7 @@ func overlaps(writes []*write, res *Result) []string {
 		for _, wr := range list {
 			kept := open[:0]
 			for _, o := range open {
-				if end(o) > wr.start {
+				if endOf(o) > wr.start {
 					kept = append(kept, o)
 				}
 			}
@@ -117,7 +117,7 @@ func overlaps(writes []*write, res *Result) []string {
 				if o.proc == wr.proc {
 					continue
 				}
-				overlap := min(end(o), end(wr)) - wr.start
+				overlap := min(endOf(o), endOf(wr)) - wr.start
 				if o.frozen || wr.frozen {
 					res.Window++
 					res.WindowLongest = max(res.WindowLongest, overlap)
@@ -131,9 +131,9 @@ func overlaps(writes []*write, res *Result) []string {
 	return found
 }
 
-// end is when a write ended; one still in flight at the run's end has
+// endOf is when a write ended; one still in flight at the run's end has
 // not.
-func end(wr *write) time.Duration {
+func endOf(wr *write) time.Duration {
 	if wr.end < 0 {
 		return 1<<63 - 1
 	}
