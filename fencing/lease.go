@@ -148,7 +148,8 @@ const MaxDuration = math.MaxInt32 * time.Second
 // the takeover has been seen for the duration plus the deadline plus the
 // Margin (see takenOver; docs/safety.md states the argument), but only for
 // a pod that this process saw hold the Lease: a record of its holder seen
-// by an earlier check sharing the Memory or by LeaseOptions.Seen. A
+// by LeaseOptions.Seen, or by an earlier check sharing the Memory, in a
+// read of the Lease for whichever pod that check asked about. A
 // takeover proves only that the holder it replaced has stopped; a pod
 // never seen holding may be one that writes outside the Lease (a replica
 // on its own volume) and was annotated by mistake, so it gets no proof.
@@ -244,6 +245,11 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 	if renewed == nil {
 		renewed = spec.AcquireTime
 	}
+	if holder != "" && q.Sightings != nil {
+		// Whichever pod this check asks about, holder is seen holding the
+		// Lease: evidence for a later takeover from it.
+		q.Sightings.FirstSeen(holderKey(pod.Namespace, proto.lease, holder))
+	}
 	switch {
 	case holder == "":
 		return health.Fence{Detail: name + " has no holder: no evidence of when " + proto.holder + " last held it"}, nil
@@ -259,8 +265,6 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 	if q.Sightings == nil {
 		return health.Fence{Detail: name + ": no record of sightings to measure the wait on: no evidence"}, nil
 	}
-	// The pod is seen holding the Lease: evidence for a later takeover.
-	q.Sightings.FirstSeen(holderKey(pod.Namespace, proto.lease, proto.holder))
 	record := holder + "\x00" + strconv.FormatInt(renewed.UnixNano(), 36) + "\x00" + lease.ResourceVersion + "\x00" + pod.Namespace + "/" + proto.lease
 	first := q.Sightings.FirstSeen(record)
 	if f.seen != nil {

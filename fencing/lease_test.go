@@ -658,8 +658,9 @@ func TestAProtocolStatedInProcessNeedsNoAnnotation(t *testing.T) {
 // that states the protocol but was never seen holding the Lease (a
 // replica that writes its own volume, annotated by mistake; a pod first
 // asked about after the takeover, by a fresh process) gets no proof,
-// however long the new holder has held it. Seen holding it, by an earlier
-// check or by the watch, it is proven stopped after the wait.
+// however long the new holder has held it. Seen holding it, by the watch
+// or by an earlier check (whichever pod that check asked about), it is
+// proven stopped after the wait.
 func TestATakeoverFreesOnlyAPodSeenHoldingTheLease(t *testing.T) {
 	primary := takenBy("pg-1", fenceStart, 1, fenceStart, "2") // the live primary holds it
 	replica := evictedOn("pg-2", "n1", selfFencing)
@@ -685,6 +686,19 @@ func TestATakeoverFreesOnlyAPodSeenHoldingTheLease(t *testing.T) {
 		l.put(primary)
 		require.Equal(t, health.NoProof, ask(f, rec, replica, fenceStart).Proves)
 		require.Equal(t, health.PodStopped, ask(f, rec, replica, fenceStart.Add(leaseWait)).Proves)
+	})
+	t.Run("the old primary, seen holding it by an earlier check that asked about another pod", func(t *testing.T) {
+		// Without a watch, the operator's only sighting of the old
+		// primary may come from the check of another pod (its standby,
+		// evicted first): the read saw pg-2 hold the Lease all the same.
+		l := newLeases(lease("pg-2", fenceStart.Add(-time.Minute), "1"))
+		f, rec := newLeaseFencer(t, l), fencertest.NewRecord()
+		standby := evictedOn("pg-3", "n2", selfFencing)
+		require.Equal(t, health.NoProof, ask(f, rec, standby, fenceStart.Add(-time.Minute)).Proves)
+		l.put(primary)
+		require.Equal(t, health.NoProof, ask(f, rec, replica, fenceStart).Proves)
+		require.Equal(t, health.PodStopped, ask(f, rec, replica, fenceStart.Add(leaseWait)).Proves)
+		require.Equal(t, health.NoProof, ask(f, rec, standby, fenceStart.Add(leaseWait)).Proves, "pg-3 was never seen holding it")
 	})
 	t.Run("the old primary, seen holding it by the watch", func(t *testing.T) {
 		f, err := fencing.NewLeaseFencer(newLeases(primary), fencing.LeaseOptions{Seen: watchSaw{holders: []string{"pg-2"}}})
