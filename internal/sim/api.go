@@ -277,6 +277,9 @@ func (r *request) answer(res result) {
 	if res.err == nil && r.write && strings.HasPrefix(r.what, "lease ") && !r.w.over() {
 		r.w.renewed(r.p, r.sentAt)
 	}
+	if l, ok := res.obj.(*coordinationv1.Lease); ok && res.err == nil && !r.write && r.p == r.w.operator && l.Spec.HolderIdentity != nil {
+		r.w.leaseReads = append(r.w.leaseReads, leaseRead{at: r.w.now, holder: *l.Spec.HolderIdentity})
+	}
 	r.reply <- res
 }
 

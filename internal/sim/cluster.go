@@ -126,7 +126,18 @@ func (w *world) reachable(p *process) bool {
 	return n == nil || (n.powered && !n.partitioned)
 }
 
-func podName(ordinal int) string { return fmt.Sprintf("%s-%d", setName, ordinal) }
+func podName(ordinal int) string { return podNames[ordinal] }
+
+// podNames and podStoreKeys are the StatefulSet's pods' names and store
+// keys by ordinal, made once: the kubelets and controllers look them up
+// at every step.
+var podNames, podStoreKeys = func() (names, keys [replicas]string) {
+	for i := range replicas {
+		names[i] = fmt.Sprintf("%s-%d", setName, i)
+		keys[i] = key(namespace, names[i])
+	}
+	return names, keys
+}()
 
 // newPod is the StatefulSet's pod of ordinal on node, as the API server
 // holds it once the scheduler bound it: the default tolerations, a claim,
@@ -137,10 +148,15 @@ func (w *world) newPod(ordinal int, nodeName string) *corev1.Pod {
 		role = "replica"
 	}
 	now := metav1.NewTime(origin.Add(w.now))
+	var annotations map[string]string
+	if role == "primary" && len(w.annotations) > 0 {
+		annotations = maps.Clone(w.annotations)
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace, Name: podName(ordinal), UID: w.store.newUID("pod"),
 			Labels:            map[string]string{"app": setName, "role": role},
+			Annotations:       annotations,
 			CreationTimestamp: now,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: setName,
 				UID: "statefulset-db", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
@@ -239,10 +255,10 @@ func (w *world) nodeLifecycle() {
 
 // podKeys are the store's pods' keys, in order.
 func (w *world) podKeys() []string {
-	var keys []string
-	for i := range replicas {
-		if _, ok := w.store.pods[key(namespace, podName(i))]; ok {
-			keys = append(keys, key(namespace, podName(i)))
+	keys := make([]string, 0, replicas)
+	for _, k := range podStoreKeys {
+		if _, ok := w.store.pods[k]; ok {
+			keys = append(keys, k)
 		}
 	}
 	return keys

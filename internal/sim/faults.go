@@ -192,11 +192,12 @@ func (w *world) inject(f fault) {
 }
 
 // lostNode is a node lost for good, and the pod on it that the Lease
-// named then, if any: with a Lease watch, the fencer proves it stopped,
-// by its unrenewed record or the takeover it saw, and it must be replaced
-// within podRecovery. A candidate that never held the Lease, and the
-// replica, wait for node evidence, which a node that stays NotReady
-// never gives (docs/safety.md).
+// named then, if any: where the operator saw it hold the Lease (see
+// sawHold), the fencer proves it stopped, by its unrenewed record or the
+// takeover it saw, and it must be replaced within podRecovery. A
+// candidate that never held the Lease, and the replica, wait for node
+// evidence, which a node that stays NotReady never gives
+// (docs/safety.md).
 type lostNode struct {
 	name   string
 	at     time.Duration

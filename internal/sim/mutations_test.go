@@ -59,6 +59,30 @@ var mutations = []mutation{{
 	defect: "a workload that cannot ask runs without the kubelet's liveness probe of its sidecar (found by this simulator: a sidecar OOM-killed or frozen stops nothing until it restarts)",
 	opts:   sim.Options{Mutations: sim.Mutations{NoLivenessProbe: true}},
 }, {
+	name:   "wait-restarts-past-the-ttl",
+	defect: "the Memory forgets a check's sightings after its TTL, though the check's RetryAfter is later: a wait longer than the TTL starts again at every look and never ends",
+	edits:  []edit{{"health/evidence.go", "\t\te.sightings.hold(e.time().Add(time.Duration(e.wake)))\n", "\t\t_ = e.wake\n"}},
+}, {
+	name:   "overflowing-wait",
+	defect: "settings past fencing.MaxDuration are accepted, and the wait summed from them wraps around to a short one",
+	edits: []edit{
+		{"selffence/options.go", "\t\tif s.d > fencing.MaxDuration {\n", "\t\tif false && s.d > fencing.MaxDuration {\n"},
+		{"selffence/guard.go", "\treturn addSaturating(addSaturating(d, g.opts.Deadline), g.opts.Margin)\n", "\treturn d + g.opts.Deadline + g.opts.Margin\n"},
+	},
+}, {
+	name:   "holder-read-under-another-identity",
+	defect: "Stamp accepts the Identity of one pod's Guard and states it as every pod's holder: the fencer reads the Lease as held by a pod that does not hold it (another pod's renewals keep a lost pod from ever being freed) and as taken over from one that does",
+	edits: []edit{
+		{"selffence/options.go", "\tif !guard && o.Identity != \"\" {\n", "\tif false && !guard && o.Identity != \"\" {\n"},
+		{"selffence/options.go", "\ttemplate.Annotations[fencing.AnnotationDeadline] = o.Deadline.String()\n",
+			"\ttemplate.Annotations[fencing.AnnotationDeadline] = o.Deadline.String()\n\tif o.Identity != \"\" {\n\t\ttemplate.Annotations[fencing.AnnotationHolder] = o.Identity\n\t}\n"},
+	},
+}, {
+	name:   "holder-seen-only-for-its-own-pod",
+	defect: "the fencer records a holder seen holding the Lease only when it asks about that holder's pod (found by this simulator: without a Lease watch, the operator's read for the standby saw the lost primary hold the Lease, forgot it, and never freed the primary after the takeover)",
+	edits: []edit{{"fencing/lease.go", "\t\tq.Sightings.FirstSeen(holderKey(pod.Namespace, proto.lease, holder))\n",
+		"\t\tif holder == proto.holder {\n\t\t\tq.Sightings.FirstSeen(holderKey(pod.Namespace, proto.lease, holder))\n\t\t}\n"}},
+}, {
 	name:   "restarted-sidecar-stops-nothing",
 	defect: "a sidecar that starts leaves running what its predecessor left",
 	edits:  []edit{{"internal/sidecar/sidecar.go", "\tif err := hooks.Start(); err != nil {\n", "\tif err := error(nil); err != nil {\n"}},

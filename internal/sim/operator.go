@@ -109,6 +109,9 @@ func (w *world) startOperator() {
 			return fencing.LeaseProtocol{Lease: primaryLease, Deadline: w.protocol.Deadline}, true
 		}
 	}
+	if w.annotated && !w.mutations.ProtocolForReplica {
+		protocol = nil // the fencer reads the pods' annotations
+	}
 	clk := procClock{p}
 	go func() {
 		failures := 0

@@ -4,6 +4,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -18,8 +19,10 @@ import (
 //   - A process whose Guard held the Lease has stopped by the Lease's
 //     expiry plus the deadline, on its own clock, unless it was frozen.
 //   - Once the last fault has healed, the data is written again within
-//     recoveryBound; a candidate's pod on a node lost for good is
-//     replaced within podRecovery.
+//     recoveryBound, unless the workload's settings were refused (then
+//     nothing may write); the Lease's holder on a node lost for good is
+//     replaced within podRecovery where the operator saw it hold the
+//     Lease.
 func (w *world) judge(res *Result) {
 	res.Violations = append(res.Violations, overlaps(w.writes, res)...)
 	res.Violations = append(res.Violations, w.deadlinesMissed...)
@@ -35,17 +38,47 @@ func (w *world) judge(res *Result) {
 			break
 		}
 	}
-	if res.Recovered < 0 || res.Recovered > w.recoveryBound() {
+	switch {
+	case w.workloadMargin != 0:
+		// The workload's settings are refused: it must not write, and
+		// an overlap says it did.
+	case res.Recovered < 0 || res.Recovered > w.recoveryBound():
 		res.Violations = append(res.Violations, fmt.Sprintf("no write of the data within %s of the last heal at %s", w.recoveryBound(), res.Healed))
 	}
 	for _, l := range w.lost {
-		if l.holder == nil || w.noLeaseWatch || w.erasedAfter(l.at) || w.restartedAfterTakeover(l.at) {
+		if l.holder == nil || (w.annotated && len(w.annotations) == 0) || w.erasedAfter(l.at) || !w.sawHold(l) {
 			continue
 		}
 		if at, ok := w.replaced[string(l.holder.UID)]; !ok || at > l.at+w.podRecovery() {
 			res.Violations = append(res.Violations, fmt.Sprintf("%s (%s), the Lease's holder on %s, lost for good at %s, not replaced within %s", l.holder.Name, l.holder.UID, l.name, l.at, w.podRecovery()))
 		}
 	}
+}
+
+// leaseRead is an answer to the operator's read of the Lease: when it
+// arrived, and the holder it named.
+type leaseRead struct {
+	at     time.Duration
+	holder string
+}
+
+// sawHold reports whether the operator that decides on the pod lost at
+// l.at holds the evidence that the pod held the Lease, which a takeover
+// needs to prove it stopped (docs/safety.md): with a Lease watch, unless
+// it was started after a takeover that followed the loss; without one,
+// an answer to its fencer's own read of the Lease that named the pod
+// after the loss, with no restart of the operator since (its Memory holds
+// the sighting until the check at RetryAfter, however long the wait).
+func (w *world) sawHold(l lostNode) bool {
+	if !w.noLeaseWatch {
+		return !w.restartedAfterTakeover(l.at)
+	}
+	for _, r := range w.leaseReads {
+		if r.holder == l.holder.Name && r.at >= l.at && !slices.ContainsFunc(w.operatorStarts, func(s time.Duration) bool { return s >= r.at }) {
+			return true
+		}
+	}
+	return false
 }
 
 // erasedAfter reports whether an outside edit left the Lease with no

@@ -4,6 +4,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -150,6 +151,17 @@ type runState struct {
 	// (and after a long resync), not every reconcileEvery; noLeaseWatch:
 	// its Checkers has no Lease watch, so waits run from its checks.
 	onlyAtRetryAfter, noLeaseWatch bool
+	// annotated: the candidates carry annotations, as Stamp wrote them
+	// (none when it refused), and the operator reads them rather than
+	// stating the protocol in process.
+	annotated   bool
+	annotations map[string]string
+	// workloadMargin, when not zero, is the margin the workload's Guard
+	// is given instead of the protocol's (one past fencing.MaxDuration).
+	workloadMargin time.Duration
+	// leaseReads are the answers to the operator's reads of the Lease
+	// that named a holder: what its fencer saw, without a watch.
+	leaseReads []leaseRead
 
 	logsBlock   atomic.Bool
 	unblockLogs chan struct{}
@@ -270,6 +282,33 @@ func (w *world) drawSettings() {
 	}
 	w.logf("settings: mode %s, duration %s, deadline %s, watch lag up to %s, operator checks only at RetryAfter %t, without a Lease watch %t, api faults %+v",
 		w.mode, w.protocol.Duration, w.protocol.Deadline, w.watchLag, w.onlyAtRetryAfter, w.noLeaseWatch, w.api)
+	// How the protocol is stated: by the operator in process, or by the
+	// annotations that selffence.Options.Stamp writes on the candidates'
+	// template, which the fencer reads.
+	w.annotated = w.settings.IntN(2) == 0
+	if w.annotated {
+		stamp := w.protocol
+		stamp.Lease = primaryLease
+		if w.settings.IntN(10) == 0 {
+			// Stamped with the Options of one pod's Guard, Identity and
+			// all: what a template cannot state (each pod holds the Lease
+			// under its own name), which Stamp refuses.
+			stamp.Identity = podName(0)
+		}
+		var template corev1.PodTemplateSpec
+		if err := stamp.Stamp(&template); err != nil {
+			w.logf("settings: the template's annotations are refused: %v", err)
+		}
+		w.annotations = template.Annotations
+		w.logf("settings: the candidates' template carries %v", w.annotations)
+	}
+	if w.settings.IntN(40) == 0 {
+		// A margin that no Lease can state, as a flag could set it: a
+		// wait summed from it would wrap around to a short one, so the
+		// workload's Guard refuses it, and nothing is written.
+		w.workloadMargin = math.MaxInt64 - time.Duration(w.settings.Int64N(int64(time.Hour)))
+		w.logf("settings: the workload's margin %s", w.workloadMargin)
+	}
 }
 
 // rateBound is the documented bound on the difference of two clocks'

@@ -24,9 +24,10 @@ import (
 )
 
 var (
-	seedsFlag  = flag.Uint64("sim.seeds", 0, "TestExplore: how many seeds to explore (0: skip)")
-	firstFlag  = flag.Uint64("sim.first", 1, "TestExplore: the first seed")
-	budgetFlag = flag.Duration("sim.budget", 0, "TestFreshSeedsKeepThePromises: how long to explore fresh seeds (default $PODHEALTH_SIM_BUDGET, else 10s)")
+	seedsFlag   = flag.Uint64("sim.seeds", 0, "TestExplore: how many seeds to explore (0: skip)")
+	firstFlag   = flag.Uint64("sim.first", 1, "TestExplore: the first seed")
+	historyFlag = flag.Uint64("sim.history", 0, "TestHistory: the seed whose history to print (0: skip)")
+	budgetFlag  = flag.Duration("sim.budget", 0, "TestFreshSeedsKeepThePromises: how long to explore fresh seeds (default $PODHEALTH_SIM_BUDGET, else 10s)")
 )
 
 // runSeed runs one seed in a bubble of its own.
@@ -238,6 +239,17 @@ func TestExplore(t *testing.T) {
 	start := time.Now()
 	e := explore(t, *firstFlag, *seedsFlag, 0, sim.Options{})
 	e.report(t, time.Since(start))
+}
+
+// TestHistory prints a seed's history and the oracle's verdict: go test
+// ./internal/sim -run TestHistory -sim.history=SEED.
+func TestHistory(t *testing.T) {
+	if *historyFlag == 0 {
+		t.Skip("-sim.history=SEED prints the seed's history")
+	}
+	res := runSeed(t, *historyFlag, sim.Options{})
+	fmt.Print(res.History)
+	fmt.Println(res.Summary())
 }
 
 // A run outside the promises is labelled so, and the oracle catches what

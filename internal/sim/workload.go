@@ -105,7 +105,10 @@ func (w *world) startContainer(run *podRun, c *container) {
 	case guardWriter:
 		guard, err := selffence.New(client{w: w, p: p}.CoordinationV1(), w.guardOptions(p, run.pod.Name))
 		if err != nil {
-			panic(fmt.Sprintf("sim: the run's Guard options are refused: %v", err))
+			// The process exits, as a workload whose Guard is refused
+			// does; the kubelet restarts it.
+			w.kill(p, "exited: "+err.Error())
+			return
 		}
 		c.guard.Store(guard)
 		go guard.Run(p.ctx) //nolint:errcheck // its end is the process's
@@ -173,13 +176,24 @@ func (w *world) runSidecar(run *podRun, c *container, p *process) {
 		},
 		Stopped: p.stopped,
 	}
-	go sidecar.Run(p.ctx, client{w: w, p: p}.CoordinationV1(), w.guardOptions(p, run.pod.Name), hooks) //nolint:errcheck // its end is the process's
+	go func() {
+		err := sidecar.Run(p.ctx, client{w: w, p: p}.CoordinationV1(), w.guardOptions(p, run.pod.Name), hooks)
+		// The command exits when Run returns, with its error.
+		w.do(p, "exit", func() {
+			if !p.dead {
+				w.kill(p, fmt.Sprintf("exited: %v", err))
+			}
+		})
+	}()
 }
 
 // guardOptions are the run's protocol settings for a process of pod.
 func (w *world) guardOptions(p *process, pod string) selffence.Options {
 	o := w.protocol
 	o.Namespace, o.Lease, o.Identity = namespace, primaryLease, pod
+	if w.workloadMargin != 0 {
+		o.Margin = w.workloadMargin
+	}
 	o.Clock = procClock{p}
 	o.Exit = func() { w.do(p, "exit", func() { w.kill(p, "its Guard's deadline") }) }
 	o.Logger = logr.New(&logSink{w: w})
