@@ -49,6 +49,7 @@ tool (
 
 require (
 	github.com/go-logr/logr v1.4.4
+	github.com/lib/pq v1.12.3
 	github.com/podhealth/podhealth v0.1.0
 	github.com/prometheus/common v0.70.0
 	github.com/stretchr/testify v1.12.1

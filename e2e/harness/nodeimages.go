@@ -2,16 +2,11 @@ package harness
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"time"
 )
 
@@ -74,76 +69,19 @@ func BuildNodeImages(ctx context.Context, dir string) (NodeImages, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return NodeImages{}, fmt.Errorf("harness: building the node images' programs: %w\n%s", err, out)
 	}
-	var archive bytes.Buffer
-	w := tar.NewWriter(&archive)
-	type manifestEntry struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}
-	var manifest []manifestEntry
+	var images []archivedImage
 	for _, p := range nodeImagePrograms {
-		program, err := os.ReadFile(filepath.Join(binDir, filepath.Base(p.pkg)))
-		if err != nil {
+		l := newLayer()
+		if err := l.addFile(p.file, filepath.Join(binDir, filepath.Base(p.pkg)), 0o755); err != nil {
 			return NodeImages{}, err
 		}
-		layer, err := singleFileLayer(p.file, program)
-		if err != nil {
-			return NodeImages{}, err
-		}
-		layerDigest := sha256.Sum256(layer)
-		config, err := json.Marshal(map[string]any{
-			"architecture": runtime.GOARCH,
-			"os":           "linux",
-			"created":      time.Unix(0, 0).UTC().Format(time.RFC3339),
-			"config":       map[string]any{"Entrypoint": []string{p.file}},
-			"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(layerDigest[:])}},
-		})
-		if err != nil {
-			return NodeImages{}, err
-		}
-		configDigest := sha256.Sum256(config)
-		configName := hex.EncodeToString(configDigest[:]) + ".json"
-		layerName := hex.EncodeToString(layerDigest[:]) + "/layer.tar"
-		if err := addTarFile(w, configName, config); err != nil {
-			return NodeImages{}, err
-		}
-		if err := addTarFile(w, layerName, layer); err != nil {
-			return NodeImages{}, err
-		}
-		manifest = append(manifest, manifestEntry{Config: configName, RepoTags: []string{p.image}, Layers: []string{layerName}})
-	}
-	manifestJSON, err := json.Marshal(manifest)
-	if err != nil {
-		return NodeImages{}, err
-	}
-	if err := addTarFile(w, "manifest.json", manifestJSON); err != nil {
-		return NodeImages{}, err
-	}
-	if err := w.Close(); err != nil {
-		return NodeImages{}, err
+		images = append(images, archivedImage{tag: p.image, layer: l, config: map[string]any{"Entrypoint": []string{p.file}}})
 	}
 	path := filepath.Join(dir, "node-images.tar")
-	if err := os.WriteFile(path, archive.Bytes(), 0o644); err != nil {
+	if err := writeImageArchive(path, images); err != nil {
 		return NodeImages{}, err
 	}
 	return NodeImages{Archive: path}, nil
-}
-
-// singleFileLayer is a layer tarball holding one executable at path.
-func singleFileLayer(path string, program []byte) ([]byte, error) {
-	var layer bytes.Buffer
-	w := tar.NewWriter(&layer)
-	if err := w.WriteHeader(&tar.Header{Name: path[1:], Mode: 0o755, Size: int64(len(program)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
-		return nil, err
-	}
-	if _, err := w.Write(program); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return layer.Bytes(), nil
 }
 
 func addTarFile(w *tar.Writer, name string, data []byte) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -138,7 +139,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins RealNodeBinaries
 	if err != nil {
 		return n, err
 	}
-	relay, err := startRelay(fmt.Sprintf("/proc/%d/ns/net", n.holder.Process.Pid), "127.0.0.1:"+u.Port(), "127.0.0.1:"+u.Port())
+	relay, err := startRelay(n.netns(), "127.0.0.1:"+u.Port(), "127.0.0.1:"+u.Port())
 	if err != nil {
 		return n, err
 	}
@@ -472,6 +473,42 @@ func (n *RealNode) startContainerd(ctx context.Context) error {
 		return err
 	}
 	return n.ctr(ctx, p, "images", "import", n.bins.Images.Archive)
+}
+
+// DialContext connects to address inside the node's network namespace,
+// as a client on the node's own network would: 127.0.0.1 is the node's
+// loopback, which its hostNetwork pods' servers listen on. A partition
+// (which cuts only the node's path to the API server) leaves it
+// connected.
+func (n *RealNode) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	var c net.Conn
+	var derr error
+	if err := inNetns(n.netns(), func() { c, derr = (&net.Dialer{}).DialContext(ctx, network, address) }); err != nil {
+		return nil, fmt.Errorf("harness: dialling %s on %s: %w", address, n.name, err)
+	}
+	return c, derr
+}
+
+// NetCommand is a command that runs name in the node's network namespace
+// (nsenter), on the machine's file system: a client program, such as
+// pg_amcheck, that reaches the node's 127.0.0.1.
+func (n *RealNode) NetCommand(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.netns(), "--", name}, args...)...)
+}
+
+// netns is the path of the node's network namespace.
+func (n *RealNode) netns() string {
+	return fmt.Sprintf("/proc/%d/ns/net", n.holder.Process.Pid)
+}
+
+// ImportImages imports the images of a docker-archive tarball into the
+// node's containerd (those of [BuildPostgresImages], say), beside the
+// images every node imports when it starts.
+func (n *RealNode) ImportImages(ctx context.Context, archive string) error {
+	n.mu.Lock()
+	p := n.containerd
+	n.mu.Unlock()
+	return n.ctr(ctx, p, "images", "import", archive)
 }
 
 // ctr runs ctr against the node's containerd, p, retrying for a minute

@@ -33,43 +33,50 @@ type relay struct {
 // listenInNetns listens on addr inside the network namespace at nsPath.
 // The socket keeps its namespace after the thread that made it leaves.
 func listenInNetns(nsPath, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
+	var ln net.Listener
+	var lerr error
+	if err := inNetns(nsPath, func() { ln, lerr = net.Listen("tcp", addr) }); err != nil {
+		return nil, err
 	}
-	done := make(chan result, 1)
+	return ln, lerr
+}
+
+// inNetns runs fn on a thread of its own inside the network namespace at
+// nsPath, and returns once fn has: the sockets fn makes keep that
+// namespace.
+func inNetns(nsPath string, fn func()) error {
+	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		own, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
-			done <- result{err: err}
+			done <- err
 			return
 		}
 		defer own.Close()
 		target, err := os.Open(nsPath)
 		if err != nil {
 			runtime.UnlockOSThread()
-			done <- result{err: err}
+			done <- err
 			return
 		}
 		defer target.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("entering %s: %w", nsPath, err)}
+			done <- fmt.Errorf("entering %s: %w", nsPath, err)
 			return
 		}
-		ln, lerr := net.Listen("tcp", addr)
+		fn()
 		// A thread that cannot go back stays locked, and the runtime
 		// retires it with this goroutine: no other goroutine runs in the
 		// node's namespace.
 		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err == nil {
 			runtime.UnlockOSThread()
 		}
-		done <- result{ln, lerr}
+		done <- nil
 	}()
-	r := <-done
-	return r.ln, r.err
+	return <-done
 }
 
 // startRelay listens at addr in the namespace at nsPath and relays to
