@@ -6,19 +6,24 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lib/pq"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -69,12 +74,40 @@ func postgresImages(t *testing.T) harness.PostgresImages {
 	return postgresBuild.imgs
 }
 
-// pgScenario is one scenario of the real database: a fault of the
-// primary's node, who frees the old pod, and the mutation, if any.
+// pgScenario is one scenario of the real database: its fault, who frees
+// the old pod, and the mutation, if any.
 type pgScenario struct {
-	fault   realFault
+	// fault is a fault of the primary's node; sidecarKilled, instead, is
+	// a SIGKILL of the primary's sidecar alone, as an OOM kill would send.
+	fault         realFault
+	sidecarKilled bool
+	// holds: the fault leaves the primary running and renewing its Lease
+	// (a kubelet crash), so podhealth must hold its evicted pod, and no
+	// other server may start until the node's own kubelet ends it.
+	holds bool
+	// window: the fault is a freeze past the wait, and what the history
+	// and the data directory show after the thaw is the freeze window
+	// that docs/safety.md names: reported, whatever it is, not required.
+	window  bool
 	checker realChecker
+	// mutation breaks the protocol; the checks must find it.
+	mutation pgMutation
 }
+
+// pgMutation is a way of running PostgreSQL that breaks the protocol.
+type pgMutation int
+
+const (
+	pgKept pgMutation = iota
+	// pgNoStop: the sidecar runs as another user, so its kill at the
+	// deadline reaches nothing, and PostgreSQL has no liveness probe: no
+	// stop at all.
+	pgNoStop
+	// pgNoSidecar: the pod states the protocol with no sidecar (and its
+	// server asks nothing); the Lease names the pod from an earlier
+	// incarnation that had one.
+	pgNoSidecar
+)
 
 // runRealPostgres runs PostgreSQL behind podhealth-selffence on victim
 // and spare: a StatefulSet of two pods whose data directory is one host
@@ -84,12 +117,13 @@ type pgScenario struct {
 // annotations the sidecar prints. db-0, on victim, holds the Lease and
 // runs the server; db-1's server waits for its sidecar's yes. A client
 // outside the nodes commits without pause to every server that accepts,
-// and records each acknowledged commit. After the fault on victim, from
-// the history alone: every acknowledged commit is in the table, and no
-// server accepted a commit once a later one had (the rows' server start
-// times, in commit order, never go back); the data directory is sound
-// (pg_amcheck on the last server, pg_checksums once it stopped). It
-// returns its row of FIGURES.md.
+// and records each acknowledged commit. After the fault, from the history
+// alone: every acknowledged commit is in the table, and no server
+// accepted a commit once a later one had (the rows' server start times,
+// in commit order, never go back); the data directory is sound
+// (pg_amcheck on the last server, pg_checksums once it stopped). A
+// mutation must be caught by those checks. It returns its row of
+// FIGURES.md.
 func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane, imgs harness.PostgresImages, victim, spare *harness.RealNode, how pgScenario) string {
 	c := cp.Client()
 	for _, n := range []*harness.RealNode{victim, spare} {
@@ -123,23 +157,34 @@ func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	}
 	leases := watchLease(ctx, t, c, ns, pgLease)
 	annotations := sidecarAnnotations(ctx, t, imgs)
-
+	spec := postgresPodSpec(imgs, configDir, dataDir, how.mutation)
+	replicas := int32(2)
+	if how.mutation == pgNoSidecar {
+		// One pod, and the Lease an earlier incarnation of it left,
+		// renewed a minute ago: the fencer reads it as unrenewed since.
+		replicas = 1
+		ago := metav1.NewMicroTime(time.Now().Add(-time.Minute))
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pgLease}, Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("db-0"), LeaseDurationSeconds: ptr.To(int32(pgLeaseDuration / time.Second)), AcquireTime: &ago, RenewTime: &ago}}
+		if _, err := c.CoordinationV1().Leases(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
 		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(int32(2)),
+			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
-				Spec:       postgresPodSpec(imgs, configDir, dataDir),
-			},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations}, Spec: spec},
 		},
 	}
 	if _, err := c.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	old := waitRunning(ctx, t, c, ns, "db-0", victim.Name())
-	standby := waitRunning(ctx, t, c, ns, "db-1", spare.Name())
+	if replicas == 2 {
+		waitRunning(ctx, t, c, ns, "db-1", spare.Name())
+	}
 
 	history := &pgHistory{}
 	clientCtx, stopClient := context.WithCancel(ctx)
@@ -155,56 +200,140 @@ func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	time.Sleep(2 * time.Second) // the standby's sidecar has read the primary's Lease
 
 	recoverer, agents := realRecoverers(how.checker)
-	fault, unknown := faultUntilEvicted(ctx, t, cp, w, victim, old.UID, how.fault)
-	since := func(at time.Time) string { return figSec(at.Sub(fault)) }
-	next := history.waitServer(ctx, t, spare.Name(), first.started, "the successor's first commit")
-	if _, err := w.watch.WaitFor(ctx, "the old primary force-deleted", func([]harness.PodHistory) bool {
-		return !w.pod(old.UID).Deleted.IsZero()
-	}); err != nil {
-		t.Fatal(err)
+	var fault, unknown time.Time
+	var next pgAck
+	switch {
+	case how.sidecarKilled:
+		fault = time.Now()
+		n, err := victim.Signal("UID="+string(old.UID), "podhealth-selffence", syscall.SIGKILL)
+		if err != nil || n != 1 {
+			t.Fatalf("SIGKILL of db-0's sidecar: %d processes, %v", n, err)
+		}
+		// The successor: db-0's server once its restarted sidecar holds
+		// the Lease again, or db-1's, whichever claims it first.
+		next = history.waitNewServer(ctx, t, first.started, "a server's first commit after the sidecar's kill")
+	case how.holds:
+		fault, unknown = faultUntilEvicted(ctx, t, cp, w, victim, old.UID, how.fault)
+		// Twice the wait: the sidecar renews through the fault, so no
+		// evidence frees the pod, and no other server starts.
+		time.Sleep(2 * (pgLeaseDuration + pgDeadline + 2*time.Second))
+		if p := w.pod(old.UID); !p.Deleted.IsZero() {
+			t.Errorf("the pod of a server that renews its Lease was deleted %s after the fault", figSec(p.Deleted.Sub(fault)))
+		}
+		if a, ok := history.firstAfter(first.started); ok {
+			t.Errorf("a second server (started %s, on %s) acknowledged a commit while the primary renewed its Lease", a.started.Format(time.StampMicro), a.node)
+		}
+	default:
+		fault, unknown = faultUntilEvicted(ctx, t, cp, w, victim, old.UID, how.fault)
+		next = history.waitNewServer(ctx, t, first.started, "the successor's first commit")
+		if _, err := w.watch.WaitFor(ctx, "the old primary force-deleted", func([]harness.PodHistory) bool {
+			return !w.pod(old.UID).Deleted.IsZero()
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	old = w.pod(old.UID)
+	since := func(at time.Time) string { return figSec(at.Sub(fault)) }
 	last, ok := leases.lastOf(old.Name)
 	if !ok {
 		t.Fatalf("no record of the Lease held by %s was read", old.Name)
 	}
-	expiry := last.renew.Add(pgLeaseDuration)
-	oldLast := history.lastOf(first.started)
-	undone := time.Now()
-	if err := how.fault.undo(victim); err != nil {
-		t.Fatal(err)
+	if how.mutation == pgNoSidecar {
+		last = leaseRecord{} // the earlier incarnation's, not this server's
 	}
-	killed := waitGone(ctx, t, victim, old.UID, 2*time.Minute)
+	undone := time.Now()
+	var gone string
+	if !how.sidecarKilled {
+		if err := how.fault.undo(victim); err != nil {
+			t.Fatal(err)
+		}
+		if how.holds {
+			// The restarted kubelet ends the evicted pod, and only then
+			// does another server start.
+			next = history.waitNewServer(ctx, t, first.started, "the successor's first commit after the kubelet's restart")
+		}
+		gone = fmt.Sprintf("the old server gone %s after %s", figSec(waitGone(ctx, t, victim, old.UID, 2*time.Minute).Sub(undone)), how.fault.heal)
+	}
 	time.Sleep(3 * time.Second) // the successor, and the old server if it could, commit a while
-	requireOneForceDelete(t, cp, ns, old, recoverer, agents)
+	stopClient()
+	clients.Wait()
+	oldLast := history.lastOf(first.started)
+
+	if how.holds {
+		old = w.pod(old.UID)
+	}
+	var found pgFindings
+	found.add("of the client's history", history.overlaps())
+	if !last.renew.IsZero() {
+		if deadline := last.renew.Add(pgLeaseDuration + pgDeadline); oldLast.at.After(deadline) {
+			found.add("past the deadline", []string{fmt.Sprintf("the old server acknowledged commit %d at %s, after its Lease's expiry plus the deadline (%s)", oldLast.n, oldLast.at.Format(time.StampMilli), deadline.Format(time.StampMilli))})
+		}
+	}
+	final := spare
+	if next.node == victim.Name() {
+		final = victim
+	}
+	rows := checkPostgresData(ctx, t, final, history, &found)
+	// The server stopped (the StatefulSet scaled to none), its files are
+	// checked page by page.
+	stopPostgres(ctx, t, cp, ns)
+	found.add("by pg_checksums", checksums(ctx, imgs, filepath.Join(dataDir, "pg")))
+	findings := found.all
+
+	whose := "the primary's node " + how.fault.name
+	if how.sidecarKilled {
+		whose = "the primary's sidecar SIGKILLed (as an OOM kill; it restarts)"
+	}
+	setting := fmt.Sprintf("PostgreSQL 15 behind `podhealth-selffence` (%v Lease, deadline %v, `--stop-takes` %v; a liveness probe of `/may-write`), its data directory one host directory that both nodes mount", pgLeaseDuration, pgDeadline, pgStopTakes)
+	switch how.mutation {
+	case pgNoStop:
+		setting = "the mutation: a sidecar that cannot signal PostgreSQL (another user) and no liveness probe"
+	case pgNoSidecar:
+		setting = "the mutation: one PostgreSQL pod annotated for the protocol with no sidecar, the Lease left by an earlier incarnation"
+	}
+	if how.mutation != pgKept {
+		if len(findings) == 0 {
+			t.Errorf("%s, %s: the history and the data directory show nothing wrong", setting, whose)
+		}
+		t.Logf("%s, %s: found %q", setting, whose, findings)
+		return fmt.Sprintf("| %s; %s | the successor's first commit %s after the fault; found: %s | %s |",
+			setting, whose, since(next.at), found.summary(), gone)
+	}
+	if how.window {
+		t.Logf("the freeze window: %d findings %q", len(findings), findings)
+		shown := "nothing: no commit of the thawed server, every acknowledged commit in the table, `pg_amcheck` and `pg_checksums` clean"
+		if len(findings) > 0 {
+			shown = found.summary()
+		}
+		return fmt.Sprintf("| the freeze window: %s; %s, its thaw after the successor had written | the old server's last commit %s; the successor's first %s after the fault; what the history and the data directory show after the thaw: %s | %s |",
+			setting, whose, relative(oldLast.at, fault), since(next.at), shown, gone)
+	}
+	for _, f := range findings {
+		t.Error(f)
+	}
+	if !how.sidecarKilled && !how.holds {
+		requireOneForceDelete(t, cp, ns, old, recoverer, agents)
+		if w.loop != nil {
+			requireFencedByTheTakeover(t, w.loop, old.UID)
+		}
+	}
 	if w.loop != nil {
 		for _, err := range w.loop.errors() {
 			t.Errorf("check failed: %v", err)
 		}
-		requireFencedByTheTakeover(t, w.loop, old.UID)
 	}
-	stopClient()
-	clients.Wait()
-	for _, f := range history.overlaps() {
-		t.Errorf("the client's history shows %s", f)
-	}
-	if oldLast.at.After(expiry.Add(pgDeadline)) {
-		t.Errorf("the old server acknowledged commit %d at %s, after its Lease's expiry (%s) plus the deadline", oldLast.n, oldLast.at.Format(time.StampMilli), expiry.Format(time.StampMilli))
-	}
-	rows := checkPostgresData(ctx, t, spare, history)
-	// The server stopped (the StatefulSet scaled to none), its files are
-	// checked page by page.
-	stopPostgres(ctx, t, cp, ns)
-	checksums(ctx, t, imgs, filepath.Join(dataDir, "pg"))
-
+	deadline := last.renew.Add(pgLeaseDuration + pgDeadline)
 	p8, goal := next.at.Sub(fault), pgLeaseDuration+pgDeadline+next.sinceServerStart()+5*time.Second
-	if next.node != standby.NodeName {
-		t.Errorf("the successor's server ran on %s, not on the standby db-1's node %s", next.node, standby.NodeName)
+	freed := "node Unknown " + since(unknown) + ", the old pod freed " + since(old.Deleted) + " by " + recoverer
+	if how.sidecarKilled {
+		freed = "no pod deleted; " + next.node + "'s server took over"
+	} else if how.holds {
+		freed = "node Unknown " + since(unknown) + "; podhealth held the evicted pod while its server renewed; the restarted kubelet ended it " + since(old.Deleted)
 	}
-	t.Logf("PostgreSQL, node %s: last renewal %s, the old server's last commit %s (deadline %s), the successor's first commit %s (P8; goal %s, its server started %s after the fault); node Unknown %s, freed %s by %s; %d commits acknowledged, %d rows",
-		how.fault.name, relative(last.renew, fault), relative(oldLast.at, fault), relative(expiry.Add(pgDeadline), fault), figSec(p8), figSec(goal), since(next.started), since(unknown), since(old.Deleted), recoverer, len(history.acks), rows)
-	return fmt.Sprintf("| PostgreSQL 15 behind `podhealth-selffence` (%v Lease, deadline %v, `--stop-takes` %v; a liveness probe of `/may-write`), its data directory one host directory that both nodes mount; the primary's node %s, recovered by %s | the old server's last acknowledged commit %s, its deadline %s; **P8: the successor's first acknowledged commit %s after the fault** (goal: duration + deadline + PostgreSQL's start + 5 s = %s); the old pod freed %s; %d commits acknowledged, every one in the table, one server at a time; `pg_amcheck` and `pg_checksums` clean | the old server gone %s after %s |",
-		pgLeaseDuration, pgDeadline, pgStopTakes, how.fault.name, recoverer, relative(oldLast.at, fault), relative(expiry.Add(pgDeadline), fault), figSec(p8), figSec(goal), since(old.Deleted), len(history.acks), figSec(killed.Sub(undone)), how.fault.heal)
+	t.Logf("PostgreSQL, %s: last renewal %s, the old server's last commit %s (deadline %s), the successor's first commit %s on %s (goal %s, its server started %s after the fault); %s; %d commits acknowledged, %d rows",
+		whose, relative(last.renew, fault), relative(oldLast.at, fault), relative(deadline, fault), figSec(p8), next.node, figSec(goal), since(next.started), freed, len(history.acks), rows)
+	return fmt.Sprintf("| %s; %s | the old server's last acknowledged commit %s, its deadline %s; **P8: the successor's first acknowledged commit %s after the fault** (goal: duration + deadline + PostgreSQL's start + 5 s = %s); %s; %d commits acknowledged, every one in the table, one server at a time; `pg_amcheck` and `pg_checksums` clean | %s |",
+		setting, whose, relative(oldLast.at, fault), relative(deadline, fault), figSec(p8), figSec(goal), freed, len(history.acks), gone)
 }
 
 // sidecarAnnotations are the annotations that podhealth-selffence prints
@@ -235,13 +364,13 @@ func sidecarAnnotations(ctx context.Context, t *testing.T, imgs harness.Postgres
 // postgresPodSpec is the database's pod: PostgreSQL and the sidecar in
 // one process namespace, as PostgreSQL's user, on the node's network
 // (both listen on its 127.0.0.1), the data directory a host directory.
-func postgresPodSpec(imgs harness.PostgresImages, configDir, dataDir string) corev1.PodSpec {
+func postgresPodSpec(imgs harness.PostgresImages, configDir, dataDir string, mutation pgMutation) corev1.PodSpec {
 	uidEnv := corev1.EnvVar{Name: "UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}}
 	// The kubelet is the second stop (docs/safety.md): it probes the
 	// sidecar's endpoint on the node's loopback, which a hostNetwork
 	// pod's kubelet shares.
 	mayWrite := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/may-write", Port: intstr.FromInt32(8089)}}
-	return corev1.PodSpec{
+	spec := corev1.PodSpec{
 		HostNetwork:                   true,
 		ShareProcessNamespace:         ptr.To(true),
 		TerminationGracePeriodSeconds: ptr.To(int64(pgGrace)),
@@ -273,6 +402,18 @@ func postgresPodSpec(imgs harness.PostgresImages, configDir, dataDir string) cor
 			{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(2))},
 		},
 	}
+	postgres := &spec.Containers[1]
+	switch mutation {
+	case pgNoStop:
+		spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To(int64(65534)), RunAsGroup: ptr.To(int64(65534))}
+		postgres.StartupProbe, postgres.LivenessProbe = nil, nil
+	case pgNoSidecar:
+		postgres.StartupProbe, postgres.LivenessProbe = nil, nil
+		postgres.Env = append(postgres.Env, corev1.EnvVar{Name: "ASK_SIDECAR", Value: "false"})
+		spec.Containers = spec.Containers[1:]
+		spec.Volumes = spec.Volumes[1:]
+	}
+	return spec
 }
 
 // pgAck is a commit that a server acknowledged: its number, the node of
@@ -388,23 +529,30 @@ func (h *pgHistory) waitAcks(ctx context.Context, t *testing.T, n int, what stri
 	return h.snapshot()[0]
 }
 
-// waitServer waits for a commit acknowledged on node by a server started
+// waitNewServer waits for a commit acknowledged by a server started
 // after after, and returns the first.
-func (h *pgHistory) waitServer(ctx context.Context, t *testing.T, node string, after time.Time, what string) pgAck {
+func (h *pgHistory) waitNewServer(ctx context.Context, t *testing.T, after time.Time, what string) pgAck {
 	t.Helper()
 	var found pgAck
 	if err := pollUntil(ctx, func() bool {
-		for _, a := range h.snapshot() {
-			if a.node == node && a.started.After(after) {
-				found = a
-				return true
-			}
-		}
-		return false
+		var ok bool
+		found, ok = h.firstAfter(after)
+		return ok
 	}); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 	return found
+}
+
+// firstAfter is the first commit acknowledged by a server started after
+// after.
+func (h *pgHistory) firstAfter(after time.Time) (pgAck, bool) {
+	for _, a := range h.snapshot() {
+		if a.started.After(after) {
+			return a, true
+		}
+	}
+	return pgAck{}, false
 }
 
 // lastOf is the last commit that the server started at started
@@ -446,8 +594,8 @@ func serversGoBack(acks []pgAck) []string {
 // checkPostgresData checks the table on node's server: every commit the
 // client saw acknowledged is there, its rows in commit order never go
 // back to an earlier server, and pg_amcheck finds nothing wrong. It
-// returns the number of rows.
-func checkPostgresData(ctx context.Context, t *testing.T, node *harness.RealNode, h *pgHistory) int {
+// returns the number of rows, and adds what it found wrong to found.
+func checkPostgresData(ctx context.Context, t *testing.T, node *harness.RealNode, h *pgHistory, found *pgFindings) int {
 	t.Helper()
 	connector, err := pq.NewConnector("host=127.0.0.1 port=5432 user=postgres dbname=postgres sslmode=disable connect_timeout=5")
 	if err != nil {
@@ -482,19 +630,43 @@ func checkPostgresData(ctx context.Context, t *testing.T, node *harness.RealNode
 		}
 	}
 	if len(missing) > 0 {
-		t.Errorf("%d acknowledged commits are not in the table: %v", len(missing), missing[:min(len(missing), 20)])
+		found.add("acknowledged, not in the table", []string{fmt.Sprintf("%d acknowledged commits are not in the table: %v", len(missing), missing[:min(len(missing), 20)])})
 	}
+	var goBack []string
 	for _, f := range serversGoBack(inOrder) {
-		t.Errorf("the table, in commit order, shows %s", f)
+		goBack = append(goBack, "the table, in commit order, shows "+f)
 	}
+	found.add("of the table", goBack)
 	if _, err := db.ExecContext(ctx, "CREATE EXTENSION IF NOT EXISTS amcheck"); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(postgresBuild.imgs.Bin, "pg_amcheck")
 	if out, err := node.NetCommand(ctx, bin, "--host=127.0.0.1", "--username=postgres", "--database=postgres", "--heapallindexed").CombinedOutput(); err != nil {
-		t.Errorf("pg_amcheck on %s: %v\n%s", node.Name(), err, out)
+		found.add("by pg_amcheck", []string{fmt.Sprintf("pg_amcheck on %s: %v: %s", node.Name(), err, strings.TrimSpace(string(out)))})
 	}
 	return len(inOrder)
+}
+
+// pgFindings are what the checks of one scenario found wrong, by check.
+type pgFindings struct {
+	all    []string
+	counts []string
+}
+
+func (f *pgFindings) add(check string, findings []string) {
+	if len(findings) == 0 {
+		return
+	}
+	f.all = append(f.all, findings...)
+	f.counts = append(f.counts, fmt.Sprintf("%d %s", len(findings), check))
+}
+
+// summary says how many each check found, and the first finding.
+func (f *pgFindings) summary() string {
+	if len(f.all) == 0 {
+		return "nothing"
+	}
+	return strings.Join(f.counts, ", ") + "; the first: " + f.all[0]
 }
 
 // stopPostgres scales the StatefulSet to none and waits until its pods
@@ -516,61 +688,159 @@ func stopPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane, n
 
 // checksums runs pg_checksums --check on a stopped cluster's directory:
 // every page's checksum (the cluster was made with them).
-func checksums(ctx context.Context, t *testing.T, imgs harness.PostgresImages, dir string) {
-	t.Helper()
+func checksums(ctx context.Context, imgs harness.PostgresImages, dir string) []string {
 	out, err := exec.CommandContext(ctx, filepath.Join(imgs.Bin, "pg_checksums"), "--check", "-D", dir).CombinedOutput()
 	if err != nil {
-		t.Errorf("pg_checksums --check: %v\n%s", err, out)
+		return []string{fmt.Sprintf("pg_checksums --check: %v: %s", err, strings.TrimSpace(string(out)))}
 	}
+	return nil
 }
 
 // realDatabaseSection is TestPostgresRealNodes's section of FIGURES.md.
 const realDatabaseSection = "real database"
 
+// realDatabaseAllEnv, set to 1, runs every scenario of
+// TestPostgresRealNodes; CI runs realDatabaseCI.
+const realDatabaseAllEnv = "PODHEALTH_REAL_DATABASE_ALL"
+
+// realDatabaseScenarios are TestPostgresRealNodes's scenarios, by the
+// name their nodes and FIGURES.md's rows carry.
+var realDatabaseScenarios = []struct {
+	name, title string
+	how         pgScenario
+}{
+	{"1partition", "the primary's node partitioned: its server stops by the deadline, the standby's starts after the wait, the Checker frees the old pod on the takeover",
+		pgScenario{fault: realPartition, checker: realChecker{on: true, fenceLease: true}}},
+	{"2sidecarkill", "the primary's sidecar SIGKILLed as an OOM kill: PostgreSQL is stopped before any server starts again",
+		pgScenario{sidecarKilled: true, checker: realChecker{on: true, fenceLease: true}}},
+	{"3crash", "the primary's kubelet crashed: its server renews on, podhealth holds the evicted pod, the standby starts once the restarted kubelet ends it",
+		pgScenario{fault: realCrash, holds: true, checker: realChecker{on: true, fenceLease: true}}},
+	{"4poweroff", "the primary's node powered off: the standby's server starts after the wait, podhealth-controller frees the old pod",
+		pgScenario{fault: realPowerOff}},
+	{"5freeze", "the freeze window: the primary's node frozen whole past the wait and thawed after the successor wrote",
+		pgScenario{fault: realFreezeAll, window: true}},
+	{"6nostop", "the mutation without a stop: a sidecar that cannot signal PostgreSQL and no liveness probe, caught by the history",
+		pgScenario{fault: realPartition, mutation: pgNoStop, checker: realChecker{on: true, fenceLease: true}}},
+	{"7nosidecar", "the mutation without a sidecar: a pod annotated for the protocol and nothing to keep it, caught by the history",
+		pgScenario{fault: realPartition, mutation: pgNoSidecar, checker: realChecker{on: true, fenceLease: true}}},
+}
+
+// realDatabaseCI are the scenarios CI runs on every run.
+var realDatabaseCI = []string{"1partition", "2sidecarkill"}
+
 // TestPostgresRealNodes runs PostgreSQL 15, a database written elsewhere
 // that cannot ask before each write, behind podhealth-selffence on real
-// nodes of a control plane of its own (runRealPostgres): the primary's
-// node partitioned from the API server (its clients still reach it, the
-// case of a node that never stopped), and the library's Checker frees
-// the old pod on the takeover.
+// nodes of a control plane of its own (runRealPostgres), one pair of nodes
+// per scenario: the faults of realDatabaseScenarios and the mutations,
+// which the history must catch. CI runs realDatabaseCI;
+// PODHEALTH_REAL_DATABASE_ALL=1 runs them all, and with
+// PODHEALTH_WRITE_FIGURES=1 writes their rows to FIGURES.md.
 func TestPostgresRealNodes(t *testing.T) {
 	t.Parallel()
 	rb := realNodeBinaries(t)
 	imgs := postgresImages(t)
+	all := os.Getenv(realDatabaseAllEnv) == "1"
+	var scenarios []int
+	controller := false
+	for i, sc := range realDatabaseScenarios {
+		if all || slices.Contains(realDatabaseCI, sc.name) {
+			scenarios = append(scenarios, i)
+			controller = controller || !sc.how.checker.on || sc.how.checker.alsoController
+		}
+	}
 	setup, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	// Volumes: the StatefulSet controller too.
 	cp := harness.Start(t, bins, harness.Options{AuditPodDeletes: true, Volumes: true, ExtraControllerManagerArgs: []string{
 		"--node-monitor-grace-period=" + harness.RealNodeMonitorGracePeriod.String(),
+		"--node-eviction-rate=100", // the scenarios' nodes fail at once
 	}})
-	names := []string{"real-pgpartition-victim", "real-pgpartition-spare"}
-	nodes := make([]*harness.RealNode, len(names))
-	for i, name := range names {
-		n, err := cp.StartRealNode(setup, t, rb, name, harness.RealNodeOptions{Index: i, Labels: map[string]string{corev1.LabelTopologyZone: "pg"}})
-		if err != nil {
-			t.Fatal(err)
+	nodes := make([]*harness.RealNode, 2*len(realDatabaseScenarios))
+	var start sync.WaitGroup
+	errs := make([]error, len(nodes))
+	for _, i := range scenarios {
+		name := realDatabaseScenarios[i].name
+		for j, role := range []string{"victim", "spare"} {
+			k := 2*i + j
+			start.Go(func() {
+				// A zone per scenario: the node-lifecycle controller
+				// counts disruption per zone.
+				nodes[k], errs[k] = cp.StartRealNode(setup, t, rb, "real-pg"+name[1:]+"-"+role, harness.RealNodeOptions{Index: k,
+					Labels: map[string]string{corev1.LabelTopologyZone: "pg-" + name}})
+			})
 		}
-		nodes[i] = n
 	}
-	for i, name := range names {
-		if _, err := harness.WaitForNode(setup, cp.Client(), name, harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
-			t.Fatalf("%v; %s", err, nodes[i].Diagnosis())
+	start.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
+		if _, err := harness.WaitForNode(setup, cp.Client(), n.Name(), harness.NodeReadyIs(corev1.ConditionTrue)); err != nil {
+			t.Fatalf("%v; %s", err, n.Diagnosis())
 		}
 	}
-	var rows []string
+	if controller {
+		applyObjects(setup, t, cp, append(controllerManifests(t), kustomizationObjects(t, controllerConfigDir+"/fence-lease")...), false)
+		startControllerReplica(t, cp, "podhealth-controller", controllerKubeconfig(setup, t, cp), "--fence-lease")
+	}
+	var mu sync.Mutex
+	rows := map[string]string{}
 	t.Cleanup(func() {
-		if os.Getenv(figWriteEnv) != "1" || t.Failed() {
+		if os.Getenv(figWriteEnv) != "1" || t.Failed() || !all {
 			return
 		}
-		body := "## A real database\n\nMeasured by `TestPostgresRealNodes` (`cd e2e && PODHEALTH_WRITE_FIGURES=1 go test -count=1 -run TestPostgresRealNodes -v .`) on " +
-			time.Now().UTC().Format("2006-01-02") + ": PostgreSQL " + "15" + " from the machine's Debian packages in a node image, behind `podhealth-selffence`, on real nodes (real kubelets, containerd and runc); node monitor grace period " +
-			harness.RealNodeMonitorGracePeriod.String() + ". A client outside the nodes commits without pause to every server that accepts.\n\n" +
-			"| fault | what happened | on heal |\n|---|---|---|\n" + strings.Join(rows, "\n") + "\n"
-		if err := figWriteSection(figFiguresFile, realDatabaseSection, body); err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		var b strings.Builder
+		fmt.Fprintf(&b, "## A real database\n\nMeasured by `TestPostgresRealNodes` (`cd e2e && %s=1 PODHEALTH_WRITE_FIGURES=1 go test -count=1 -run TestPostgresRealNodes -v .`) on %s: %d CPUs, %s/%s, %s. "+
+			"PostgreSQL %s from the machine's own Debian packages, packed into a node image, behind `podhealth-selffence` on real nodes (real kubelets, containerd and runc); a StatefulSet of two pods whose data directory is one host directory both nodes mount; "+
+			"a client outside the nodes commits without pause to every server that accepts and records each acknowledged commit. Node monitor grace period %v; each scenario on a pair of nodes of its own, all at once.\n\n",
+			realDatabaseAllEnv, time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), "15", harness.RealNodeMonitorGracePeriod)
+		b.WriteString("| scenario | what happened | on heal |\n|---|---|---|\n")
+		for _, k := range slices.Sorted(maps.Keys(rows)) {
+			b.WriteString(rows[k] + "\n")
+		}
+		if err := figWriteSection(figFiguresFile, realDatabaseSection, b.String()); err != nil {
 			t.Error(err)
 		}
 	})
-	ctx, stop := context.WithTimeout(context.Background(), 6*time.Minute)
-	t.Cleanup(stop)
-	rows = append(rows, runRealPostgres(ctx, t, cp, imgs, nodes[0], nodes[1], pgScenario{fault: realPartition, checker: realChecker{on: true, fenceLease: true}}))
+	for _, i := range scenarios {
+		sc := realDatabaseScenarios[i]
+		t.Run(sc.title, func(t *testing.T) {
+			t.Parallel()
+			ctx, stop := context.WithTimeout(context.Background(), 6*time.Minute)
+			t.Cleanup(stop)
+			row := runRealPostgres(ctx, t, cp, imgs, nodes[2*i], nodes[2*i+1], sc.how)
+			mu.Lock()
+			defer mu.Unlock()
+			rows[sc.name] = row
+		})
+	}
+}
+
+// serversGoBack finds a planted second server from the history alone, and
+// nothing in a clean hand-over or a history of one server.
+func TestServersGoBackFindsTwoServersAcceptingAtOnce(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	a, b := at(0), at(10) // two servers' start times
+	tests := []struct {
+		name string
+		acks []pgAck
+		want int
+	}{
+		{"one server", []pgAck{{1, "n1", a, at(1)}, {2, "n1", a, at(2)}}, 0},
+		{"a clean hand-over", []pgAck{{1, "n1", a, at(1)}, {2, "n2", b, at(11)}, {3, "n2", b, at(12)}}, 0},
+		{"the old server accepting after the new one", []pgAck{{1, "n1", a, at(1)}, {2, "n2", b, at(11)}, {3, "n1", a, at(12)}}, 1},
+		{"two servers interleaving", []pgAck{{1, "n1", a, at(1)}, {2, "n2", b, at(11)}, {3, "n1", a, at(12)}, {4, "n2", b, at(13)}, {5, "n1", a, at(14)}}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := serversGoBack(tt.acks); len(got) != tt.want {
+				t.Errorf("found %d: %q; want %d", len(got), got, tt.want)
+			}
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -844,6 +845,35 @@ func (n *RealNode) RunningWith(env string) bool {
 		}
 	}
 	return false
+}
+
+// Signal sends sig to every process of the node whose command name is
+// comm (as /proc/PID/comm holds it: its first 15 bytes) and whose
+// environment holds env, as the kernel's OOM killer or an admin's kill
+// would, and returns how many it signalled.
+func (n *RealNode) Signal(env, comm string, sig syscall.Signal) (int, error) {
+	comm = comm[:min(len(comm), 15)]
+	signalled := 0
+	for _, c := range n.cgroups {
+		if filepath.Base(filepath.Dir(c)) != "pids" {
+			continue
+		}
+		for _, pid := range cgroupPids(c) {
+			name, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if err != nil || strings.TrimSpace(string(name)) != comm {
+				continue
+			}
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			if err != nil || !slices.Contains(strings.Split(string(data), "\x00"), env) {
+				continue
+			}
+			if err := syscall.Kill(pid, sig); err != nil {
+				return signalled, fmt.Errorf("harness: signalling %s (%d) on %s: %w", comm, pid, n.name, err)
+			}
+			signalled++
+		}
+	}
+	return signalled, nil
 }
 
 // ResidentBytes is the resident memory of every process of the node (the
