@@ -263,10 +263,10 @@ func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 		old = w.pod(old.UID)
 	}
 	var found pgFindings
-	found.add("of the client's history", history.overlaps())
+	found.add("commits of an earlier server after a later one's, in the client's history", history.overlaps())
 	if !last.renew.IsZero() {
 		if deadline := last.renew.Add(pgLeaseDuration + pgDeadline); oldLast.at.After(deadline) {
-			found.add("past the deadline", []string{fmt.Sprintf("the old server acknowledged commit %d at %s, after its Lease's expiry plus the deadline (%s)", oldLast.n, oldLast.at.Format(time.StampMilli), deadline.Format(time.StampMilli))})
+			found.add("commit of the old server past its deadline", []string{fmt.Sprintf("the old server acknowledged commit %d at %s, after its Lease's expiry plus the deadline (%s)", oldLast.n, oldLast.at.Format(time.StampMilli), deadline.Format(time.StampMilli))})
 		}
 	}
 	final := spare
@@ -277,14 +277,14 @@ func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	// The server stopped (the StatefulSet scaled to none), its files are
 	// checked page by page.
 	stopPostgres(ctx, t, cp, ns)
-	found.add("by pg_checksums", checksums(ctx, imgs, filepath.Join(dataDir, "pg")))
+	found.add("pg_checksums failure", checksums(ctx, imgs, filepath.Join(dataDir, "pg")))
 	findings := found.all
 
 	whose := "the primary's node " + how.fault.name
 	if how.sidecarKilled {
 		whose = "the primary's sidecar SIGKILLed (as an OOM kill; it restarts)"
 	}
-	setting := fmt.Sprintf("PostgreSQL 15 behind `podhealth-selffence` (%v Lease, deadline %v, `--stop-takes` %v; a liveness probe of `/may-write`), its data directory one host directory that both nodes mount", pgLeaseDuration, pgDeadline, pgStopTakes)
+	setting := "the protocol kept"
 	switch how.mutation {
 	case pgNoStop:
 		setting = "the mutation: a sidecar that cannot signal PostgreSQL (another user) and no liveness probe"
@@ -296,8 +296,8 @@ func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 			t.Errorf("%s, %s: the history and the data directory show nothing wrong", setting, whose)
 		}
 		t.Logf("%s, %s: found %q", setting, whose, findings)
-		return fmt.Sprintf("| %s; %s | the successor's first commit %s after the fault; found: %s | %s |",
-			setting, whose, since(next.at), found.summary(), gone)
+		return fmt.Sprintf("| %s; %s, recovered by %s | the successor's first commit %s after the fault; found: %s | %s |",
+			setting, whose, recoverer, since(next.at), found.summary(), gone)
 	}
 	if how.window {
 		t.Logf("the freeze window: %d findings %q", len(findings), findings)
@@ -305,8 +305,8 @@ func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 		if len(findings) > 0 {
 			shown = found.summary()
 		}
-		return fmt.Sprintf("| the freeze window: %s; %s, its thaw after the successor had written | the old server's last commit %s; the successor's first %s after the fault; what the history and the data directory show after the thaw: %s | %s |",
-			setting, whose, relative(oldLast.at, fault), since(next.at), shown, gone)
+		return fmt.Sprintf("| the freeze window: %s past the wait, recovered by %s, thawed after the successor had written | the old server's last commit %s; the successor's first %s after the fault; what the history and the data directory show after the thaw: %s | %s |",
+			whose, recoverer, relative(oldLast.at, fault), since(next.at), shown, gone)
 	}
 	for _, f := range findings {
 		t.Error(f)
@@ -325,15 +325,19 @@ func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	deadline := last.renew.Add(pgLeaseDuration + pgDeadline)
 	p8, goal := next.at.Sub(fault), pgLeaseDuration+pgDeadline+next.sinceServerStart()+5*time.Second
 	freed := "node Unknown " + since(unknown) + ", the old pod freed " + since(old.Deleted) + " by " + recoverer
-	if how.sidecarKilled {
-		freed = "no pod deleted; " + next.node + "'s server took over"
-	} else if how.holds {
-		freed = "node Unknown " + since(unknown) + "; podhealth held the evicted pod while its server renewed; the restarted kubelet ended it " + since(old.Deleted)
+	p8Text := fmt.Sprintf("**P8: the successor's first acknowledged commit %s after the fault** (goal: duration + deadline + PostgreSQL's start + 5 s = %s)", figSec(p8), figSec(goal))
+	switch {
+	case how.sidecarKilled:
+		freed = "no pod deleted: the standby's sidecar took the Lease once unrenewed, and the kubelet restarted db-0's"
+		gone = "no heal needed"
+	case how.holds:
+		freed = "node Unknown " + since(unknown) + "; " + recoverer + " held the evicted pod while its server renewed, and no other server started; the restarted kubelet ended it " + since(old.Deleted)
+		p8Text = fmt.Sprintf("the successor's first acknowledged commit %s after the fault, %s after the restarted kubelet ended the old pod (P8's goal does not apply: the old server rightly ran on)", figSec(p8), figSec(next.at.Sub(old.Deleted)))
 	}
 	t.Logf("PostgreSQL, %s: last renewal %s, the old server's last commit %s (deadline %s), the successor's first commit %s on %s (goal %s, its server started %s after the fault); %s; %d commits acknowledged, %d rows",
 		whose, relative(last.renew, fault), relative(oldLast.at, fault), relative(deadline, fault), figSec(p8), next.node, figSec(goal), since(next.started), freed, len(history.acks), rows)
-	return fmt.Sprintf("| %s; %s | the old server's last acknowledged commit %s, its deadline %s; **P8: the successor's first acknowledged commit %s after the fault** (goal: duration + deadline + PostgreSQL's start + 5 s = %s); %s; %d commits acknowledged, every one in the table, one server at a time; `pg_amcheck` and `pg_checksums` clean | %s |",
-		setting, whose, relative(oldLast.at, fault), relative(deadline, fault), figSec(p8), figSec(goal), freed, len(history.acks), gone)
+	return fmt.Sprintf("| %s | the old server's last acknowledged commit %s, its deadline %s; %s; %s; %d commits acknowledged, every one in the table, one server at a time; `pg_amcheck` and `pg_checksums` clean | %s |",
+		whose, relative(oldLast.at, fault), relative(deadline, fault), p8Text, freed, len(history.acks), gone)
 }
 
 // sidecarAnnotations are the annotations that podhealth-selffence prints
@@ -630,19 +634,19 @@ func checkPostgresData(ctx context.Context, t *testing.T, node *harness.RealNode
 		}
 	}
 	if len(missing) > 0 {
-		found.add("acknowledged, not in the table", []string{fmt.Sprintf("%d acknowledged commits are not in the table: %v", len(missing), missing[:min(len(missing), 20)])})
+		found.add("report of acknowledged commits missing from the table", []string{fmt.Sprintf("%d acknowledged commits are not in the table: %v", len(missing), missing[:min(len(missing), 20)])})
 	}
 	var goBack []string
 	for _, f := range serversGoBack(inOrder) {
 		goBack = append(goBack, "the table, in commit order, shows "+f)
 	}
-	found.add("of the table", goBack)
+	found.add("rows of an earlier server after a later one's, in the table's commit order", goBack)
 	if _, err := db.ExecContext(ctx, "CREATE EXTENSION IF NOT EXISTS amcheck"); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(postgresBuild.imgs.Bin, "pg_amcheck")
 	if out, err := node.NetCommand(ctx, bin, "--host=127.0.0.1", "--username=postgres", "--database=postgres", "--heapallindexed").CombinedOutput(); err != nil {
-		found.add("by pg_amcheck", []string{fmt.Sprintf("pg_amcheck on %s: %v: %s", node.Name(), err, strings.TrimSpace(string(out)))})
+		found.add("pg_amcheck failure", []string{fmt.Sprintf("pg_amcheck on %s: %v: %s", node.Name(), err, strings.TrimSpace(string(out)))})
 	}
 	return len(inOrder)
 }
@@ -796,9 +800,9 @@ func TestPostgresRealNodes(t *testing.T) {
 		defer mu.Unlock()
 		var b strings.Builder
 		fmt.Fprintf(&b, "## A real database\n\nMeasured by `TestPostgresRealNodes` (`cd e2e && %s=1 PODHEALTH_WRITE_FIGURES=1 go test -count=1 -run TestPostgresRealNodes -v .`) on %s: %d CPUs, %s/%s, %s. "+
-			"PostgreSQL %s from the machine's own Debian packages, packed into a node image, behind `podhealth-selffence` on real nodes (real kubelets, containerd and runc); a StatefulSet of two pods whose data directory is one host directory both nodes mount; "+
-			"a client outside the nodes commits without pause to every server that accepts and records each acknowledged commit. Node monitor grace period %v; each scenario on a pair of nodes of its own, all at once.\n\n",
-			realDatabaseAllEnv, time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), "15", harness.RealNodeMonitorGracePeriod)
+			"PostgreSQL 15 from the machine's own Debian packages, packed into a node image, behind `podhealth-selffence` (a %v Lease, deadline %v, `--stop-takes` %v; startup and liveness probes of `/may-write`) on real nodes (real kubelets, containerd and runc): a StatefulSet of two pods whose data directory is one host directory both nodes mount. "+
+			"A client outside the nodes commits without pause to every server that accepts and records each acknowledged commit. Node monitor grace period %v, toleration 2 s; each scenario on a pair of nodes of its own, all at once.\n\n",
+			realDatabaseAllEnv, time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), pgLeaseDuration, pgDeadline, pgStopTakes, harness.RealNodeMonitorGracePeriod)
 		b.WriteString("| scenario | what happened | on heal |\n|---|---|---|\n")
 		for _, k := range slices.Sorted(maps.Keys(rows)) {
 			b.WriteString(rows[k] + "\n")
