@@ -20,6 +20,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 var (
@@ -86,6 +87,9 @@ func (s *store) createLease(l *coordinationv1.Lease) (*coordinationv1.Lease, err
 	l.UID = s.newUID("lease")
 	l.CreationTimestamp = metav1.NewTime(origin.Add(s.w.now))
 	s.leases[k] = l
+	if holderOf(l) != "" {
+		s.w.acquisitions = append(s.w.acquisitions, s.w.now)
+	}
 	s.changed(nil, l.DeepCopy())
 	return l.DeepCopy(), nil
 }
@@ -102,6 +106,9 @@ func (s *store) updateLease(l *coordinationv1.Lease) (*coordinationv1.Lease, err
 	next := l.DeepCopy()
 	if holderOf(cur) != holderOf(next) {
 		s.w.holderChanges = append(s.w.holderChanges, s.w.now)
+	}
+	if holderOf(next) != "" && acquisitionOf(cur) != acquisitionOf(next) {
+		s.w.acquisitions = append(s.w.acquisitions, s.w.now)
 	}
 	next.UID, next.CreationTimestamp = cur.UID, cur.CreationTimestamp
 	next.ResourceVersion = s.nextRV()
@@ -381,6 +388,13 @@ func outcome(obj any, err error) string {
 }
 
 // holderOf is a Lease's holder; empty for none.
+// acquisitionOf is what tells one acquisition of a Lease from the next,
+// as the fencer's takeover reads it: the holder, the acquireTime and the
+// leaseTransitions.
+func acquisitionOf(l *coordinationv1.Lease) string {
+	return fmt.Sprintf("%s/%v/%d", holderOf(l), l.Spec.AcquireTime, ptr.Deref(l.Spec.LeaseTransitions, 0))
+}
+
 func holderOf(l *coordinationv1.Lease) string {
 	if l.Spec.HolderIdentity == nil {
 		return ""

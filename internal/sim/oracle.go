@@ -49,11 +49,33 @@ func (w *world) judge(res *Result) {
 		if l.holder == nil || (w.annotated && len(w.annotations) == 0) || w.erasedAfter(l.at) || !w.sawHold(l) {
 			continue
 		}
-		if at, ok := w.replaced[string(l.holder.UID)]; !ok || at > l.at+w.podRecovery() {
-			res.Violations = append(res.Violations, fmt.Sprintf("%s (%s), the Lease's holder on %s, lost for good at %s, not replaced within %s", l.holder.Name, l.holder.UID, l.name, l.at, w.podRecovery()))
+		bound := w.podRecovery() + w.afresh(l.at)
+		if at, ok := w.replaced[string(l.holder.UID)]; !ok || at > l.at+bound {
+			res.Violations = append(res.Violations, fmt.Sprintf("%s (%s), the Lease's holder on %s, lost for good at %s, not replaced within %s", l.holder.Name, l.holder.UID, l.name, l.at, bound))
 		}
 	}
 }
+
+// afresh is how much later than podRecovery a pod lost at at may be
+// replaced because the Lease changed hands more than once after it: the
+// fencer's takeover waits from its first sighting of the acquisition it
+// reads now (docs/safety.md), so each acquisition after the first starts
+// the wait again, and an operator that checks only at RetryAfter may see
+// it up to one wait late: two waits for each. It counts at most
+// maxAfresh of them: a Lease that keeps changing hands after a loss is a
+// finding of its own, and a run must end.
+func (w *world) afresh(at time.Duration) time.Duration {
+	n := 0
+	for _, a := range w.acquisitions {
+		if a >= at {
+			n++
+		}
+	}
+	return time.Duration(min(max(n-1, 0), maxAfresh)) * 2 * w.wait()
+}
+
+// maxAfresh is how many acquisitions after the first afresh counts.
+const maxAfresh = 3
 
 // leaseRead is an answer to the operator's read of the Lease: when it
 // arrived, and the holder it named.

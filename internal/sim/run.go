@@ -143,6 +143,10 @@ type runState struct {
 	// holderChanges are the times the Lease's holder changed; operatorStarts
 	// those an operator process started.
 	holderChanges, operatorStarts []time.Duration
+	// acquisitions are the times the Lease was acquired: a holder, an
+	// acquireTime or leaseTransitions new (a Guard's claim, or an outside
+	// edit naming another holder).
+	acquisitions []time.Duration
 	// farthest is the largest clock offset drawn, either way.
 	farthest time.Duration
 	// replaced is when a pod of a lost node got its successor, by UID.
@@ -224,17 +228,18 @@ func Run(seed uint64, opts Options) Result {
 		w.logf("heal: the API server answers promptly")
 	})
 	// The run lasts until every bound the oracle applies has passed; the
-	// clocks' offsets, which lengthen the pod's bound, are drawn as the
-	// processes start, so the end moves with them.
+	// clocks' offsets and the Lease's acquisitions, which lengthen the
+	// pod's bound, happen as the run goes, so the end moves with them.
 	end := healed + w.recoveryBound() + time.Minute
+	podEnd := func(f fault) time.Duration { return f.at + w.podRecovery() + w.afresh(f.at) + time.Minute }
 	for {
 		for _, f := range faults {
 			if f.kind == nodeLost {
-				end = max(end, f.at+w.podRecovery()+time.Minute)
+				end = max(end, podEnd(f))
 			}
 		}
 		w.run(end)
-		if w.queue.Len() == 0 || !slices.ContainsFunc(faults, func(f fault) bool { return f.kind == nodeLost && f.at+w.podRecovery()+time.Minute > end }) {
+		if w.queue.Len() == 0 || !slices.ContainsFunc(faults, func(f fault) bool { return f.kind == nodeLost && podEnd(f) > end }) {
 			break
 		}
 	}
