@@ -97,9 +97,14 @@ var mutations = []mutation{{
 // Each defect of earlier rounds, reintroduced alone, is found by the
 // oracle from fresh seeds, or the mutation says what masks it; the
 // figures are in docs/e2e.md.
+//
+// It takes minutes (a build per defect, and 1,500 seeds for each that is
+// masked), so it runs only with -sim.mutants, as .ci/run runs it: go test
+// ./internal/sim -run TestTheSimulatorFindsEachReintroducedDefect
+// -sim.mutants -timeout 30m -v.
 func TestTheSimulatorFindsEachReintroducedDefect(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a mutant of the package per defect")
+	if !*mutantsFlag {
+		t.Skip("-sim.mutants builds a mutant of the package per defect and searches each")
 	}
 	if os.Getenv("PODHEALTH_SIM_MUTANT") != "" {
 		t.Skip("inside a mutant")

@@ -26,6 +26,7 @@ import (
 var (
 	seedsFlag   = flag.Uint64("sim.seeds", 0, "TestExplore: how many seeds to explore (0: skip)")
 	firstFlag   = flag.Uint64("sim.first", 1, "TestExplore: the first seed")
+	mutantsFlag = flag.Bool("sim.mutants", false, "TestTheSimulatorFindsEachReintroducedDefect: build and search each mutant")
 	historyFlag = flag.Uint64("sim.history", 0, "TestHistory: the seed whose history to print (0: skip)")
 	budgetFlag  = flag.Duration("sim.budget", 0, "TestFreshSeedsKeepThePromises: how long to explore fresh seeds (default $PODHEALTH_SIM_BUDGET, else 10s)")
 )
