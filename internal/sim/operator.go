@@ -56,12 +56,6 @@ func (w *world) startOperator() {
 		})
 	}
 	follow(func(old, obj runtime.Object) {
-		if _, ok := obj.(*corev1.Pod); ok || isPod(old) {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		}
 		switch o := obj.(type) {
 		case *corev1.Pod:
 			_ = op.pods.Update(o)
@@ -74,6 +68,15 @@ func (w *world) startOperator() {
 		}
 		if isLease(old) || isLease(obj) {
 			leases.deliver(old, obj)
+		}
+		// Last: the reconcile it wakes runs at once, beside this
+		// goroutine, and must find the caches already changed, or the
+		// run depends on which goroutine the scheduler runs first.
+		if _, ok := obj.(*corev1.Pod); ok || isPod(old) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
 		}
 	})
 	// The informers' first lists.

@@ -144,7 +144,15 @@ func (w *world) settle() {
 			if a.owner().id != b.owner().id {
 				return a.owner().id < b.owner().id
 			}
-			return a.key() < b.key()
+			if a.key() != b.key() {
+				return a.key() < b.key()
+			}
+			// Alike requests of one process with different deadlines go
+			// in the deadlines' order, not in the order their goroutines
+			// ran; alike ones with one deadline are twins (below).
+			ra, okA := a.(*request)
+			rb, okB := b.(*request)
+			return okA && okB && ra.timeout < rb.timeout
 		})
 		var lead *request
 		for _, wt := range handed {
