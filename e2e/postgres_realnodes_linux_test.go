@@ -26,7 +26,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -132,14 +131,11 @@ func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 		}
 	}
 	podLabels := map[string]string{"app": "pg"}
-	ns := "real-" + strings.TrimSuffix(strings.TrimPrefix(victim.Name(), "real-"), "-victim")
-	w := startRealWorkload(ctx, t, cp, ns, labels.SelectorFromSet(podLabels), how.checker)
 	// db-0 first, on victim; db-1, once db-0 is Ready (its sidecar holds
 	// the Lease), on spare; a pod made again, on a Ready node.
-	bindCtx, stopBinding := context.WithCancel(ctx)
-	var binding sync.WaitGroup
-	binding.Go(func() { bindToLeastLoaded(bindCtx, cp, ns, []string{victim.Name(), spare.Name()}) })
-	defer func() { stopBinding(); binding.Wait() }()
+	w, stopBinding := startRealPair(ctx, t, cp, victim, spare, podLabels, how.checker)
+	defer stopBinding()
+	ns := w.ns
 	configDir, dataDir := t.TempDir(), filepath.Join(t.TempDir(), "pgdata")
 	kubeconfig := filepath.Join(configDir, "kubeconfig")
 	writeWriterKubeconfig(ctx, t, cp, ns, kubeconfig)
@@ -273,7 +269,7 @@ func runRealPostgres(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	if next.node == victim.Name() {
 		final = victim
 	}
-	rows := checkPostgresData(ctx, t, final, history, &found)
+	rows := checkPostgresData(ctx, t, imgs, final, history, &found)
 	// The server stopped (the StatefulSet scaled to none), its files are
 	// checked page by page.
 	stopPostgres(ctx, t, cp, ns)
@@ -599,7 +595,7 @@ func serversGoBack(acks []pgAck) []string {
 // client saw acknowledged is there, its rows in commit order never go
 // back to an earlier server, and pg_amcheck finds nothing wrong. It
 // returns the number of rows, and adds what it found wrong to found.
-func checkPostgresData(ctx context.Context, t *testing.T, node *harness.RealNode, h *pgHistory, found *pgFindings) int {
+func checkPostgresData(ctx context.Context, t *testing.T, imgs harness.PostgresImages, node *harness.RealNode, h *pgHistory, found *pgFindings) int {
 	t.Helper()
 	connector, err := pq.NewConnector("host=127.0.0.1 port=5432 user=postgres dbname=postgres sslmode=disable connect_timeout=5")
 	if err != nil {
@@ -644,7 +640,7 @@ func checkPostgresData(ctx context.Context, t *testing.T, node *harness.RealNode
 	if _, err := db.ExecContext(ctx, "CREATE EXTENSION IF NOT EXISTS amcheck"); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(postgresBuild.imgs.Bin, "pg_amcheck")
+	bin := filepath.Join(imgs.Bin, "pg_amcheck")
 	if out, err := node.NetCommand(ctx, bin, "--host=127.0.0.1", "--username=postgres", "--database=postgres", "--heapallindexed").CombinedOutput(); err != nil {
 		found.add("pg_amcheck failure", []string{fmt.Sprintf("pg_amcheck on %s: %v: %s", node.Name(), err, strings.TrimSpace(string(out)))})
 	}

@@ -64,12 +64,9 @@ type selfFencing struct {
 func runRealSelfFencing(ctx context.Context, t *testing.T, cp *harness.ControlPlane, victim, spare *harness.RealNode, how selfFencing) string {
 	c := cp.Client()
 	podLabels := map[string]string{"app": "db"}
-	ns := "real-" + strings.TrimSuffix(strings.TrimPrefix(victim.Name(), "real-"), "-victim")
-	w := startRealWorkload(ctx, t, cp, ns, labels.SelectorFromSet(podLabels), how.checker)
-	bindCtx, stopBinding := context.WithCancel(ctx)
-	var binding sync.WaitGroup
-	binding.Go(func() { bindToLeastLoaded(bindCtx, cp, ns, []string{victim.Name(), spare.Name()}) })
-	defer func() { stopBinding(); binding.Wait() }()
+	w, stopBinding := startRealPair(ctx, t, cp, victim, spare, podLabels, how.checker)
+	defer stopBinding()
+	ns := w.ns
 	volDir := filepath.Dir(w.writes)
 	writeWriterKubeconfig(ctx, t, cp, ns, filepath.Join(volDir, "kubeconfig"))
 	leases := watchLease(ctx, t, c, ns, realSelfFenceLease)
@@ -166,6 +163,20 @@ func runRealSelfFencing(ctx context.Context, t *testing.T, cp *harness.ControlPl
 	return fmt.Sprintf("| a self-fencing primary's node %s: db-0 and db-1 share the Lease through `selffence.Guard` (%v, deadline %v; toleration 2 s), recovered by %s | the last renewal %s, the last write %s, the expiry %s; **P8: the standby took over and wrote %s after the fault** (goal: duration + deadline + 5 s = %s), the only writer; node Unknown %s, the old pod evicted %s, freed on the takeover %s | its container gone %s after %s |",
 		how.fault.name, realSelfFenceDuration, realSelfFenceDeadline, recoverer, relative(last.renew, fault), relative(oldLast, fault), relative(expiry, fault),
 		figSec(p8), figSec(goal), since(unknown), since(old.Evicted), since(old.Deleted), figSec(killed.Sub(undone)), how.fault.heal)
+}
+
+// startRealPair starts the workload of a scenario on victim and spare: its
+// namespace (named for the pair) and Checker (startRealWorkload), and a
+// binder of its new pods to the less loaded of the two that is Ready. It
+// returns the workload and what stops the binder.
+func startRealPair(ctx context.Context, t *testing.T, cp *harness.ControlPlane, victim, spare *harness.RealNode, podLabels map[string]string, checker realChecker) (*realWorkload, func()) {
+	t.Helper()
+	ns := "real-" + strings.TrimSuffix(strings.TrimPrefix(victim.Name(), "real-"), "-victim")
+	w := startRealWorkload(ctx, t, cp, ns, labels.SelectorFromSet(podLabels), checker)
+	bindCtx, stop := context.WithCancel(ctx)
+	var binding sync.WaitGroup
+	binding.Go(func() { bindToLeastLoaded(bindCtx, cp, ns, []string{victim.Name(), spare.Name()}) })
+	return w, func() { stop(); binding.Wait() }
 }
 
 // holdWhileRenewing is the end of a scenario whose fault leaves the

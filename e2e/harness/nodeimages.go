@@ -46,28 +46,13 @@ type NodeImages struct {
 // the cost of a dependency graph that raises modules the other modules
 // build.
 func BuildNodeImages(ctx context.Context, dir string) (NodeImages, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return NodeImages{}, err
-	}
-	modDir, err := findModuleDir(wd, modulePath)
-	if err != nil {
-		return NodeImages{}, err
-	}
 	binDir := filepath.Join(dir, "image-binaries")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return NodeImages{}, err
-	}
-	args := []string{"build", stripFlags, "-o", binDir + string(filepath.Separator)}
+	pkgs := make([]string, 0, len(nodeImagePrograms))
 	for _, p := range nodeImagePrograms {
-		args = append(args, p.pkg)
+		pkgs = append(pkgs, p.pkg)
 	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = modDir
-	// Static: the images hold nothing else, not even a C library.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return NodeImages{}, fmt.Errorf("harness: building the node images' programs: %w\n%s", err, out)
+	if err := buildStatic(ctx, binDir, pkgs...); err != nil {
+		return NodeImages{}, fmt.Errorf("harness: building the node images' programs: %w", err)
 	}
 	var images []archivedImage
 	for _, p := range nodeImagePrograms {
@@ -82,6 +67,29 @@ func BuildNodeImages(ctx context.Context, dir string) (NodeImages, error) {
 		return NodeImages{}, err
 	}
 	return NodeImages{Archive: path}, nil
+}
+
+// buildStatic builds pkgs, from the e2e module, as static binaries in
+// binDir: the images hold nothing else, not even a C library.
+func buildStatic(ctx context.Context, binDir string, pkgs ...string) error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	modDir, err := findModuleDir(wd, modulePath)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", stripFlags, "-o", binDir + string(filepath.Separator)}, pkgs...)...)
+	cmd.Dir = modDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	return nil
 }
 
 func addTarFile(w *tar.Writer, name string, data []byte) error {

@@ -93,24 +93,9 @@ func BuildPostgresImages(ctx context.Context, dir string) (PostgresImages, error
 	if err1 != nil || err2 != nil {
 		return PostgresImages{}, fmt.Errorf("harness: the postgres user's ids %q:%q", pg.Uid, pg.Gid)
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return PostgresImages{}, err
-	}
-	modDir, err := findModuleDir(wd, modulePath)
-	if err != nil {
-		return PostgresImages{}, err
-	}
 	binDir := filepath.Join(dir, "postgres-image-binaries")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return PostgresImages{}, err
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", stripFlags, "-o", binDir+string(filepath.Separator),
-		modulePath+"/nodeimages/pgstart", "github.com/podhealth/podhealth/cmd/podhealth-selffence")
-	cmd.Dir = modDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return PostgresImages{}, fmt.Errorf("harness: building pgstart and podhealth-selffence: %w\n%s", err, out)
+	if err := buildStatic(ctx, binDir, modulePath+"/nodeimages/pgstart", "github.com/podhealth/podhealth/cmd/podhealth-selffence"); err != nil {
+		return PostgresImages{}, fmt.Errorf("harness: building pgstart and podhealth-selffence: %w", err)
 	}
 
 	layer := newLayer()
