@@ -5,6 +5,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -170,4 +171,79 @@ func TestARequestFromAPartitionedNodeTimesOutAndTheStoreHonoursPreconditions(t *
 		}
 		w.teardown([]*process{slow})
 	})
+}
+
+// Each fault of the API server answers as its name says: a failure is a
+// 429 or a 5xx, a conflict a 409 on a Lease's write, and neither applies;
+// a request lost before it applies changes nothing and one lost after it
+// applies changes the Lease, and both end only at the caller's deadline;
+// a delay holds the answer up to twice the longest delay (to apply, then
+// to answer).
+func TestEachAPIFaultAnswersAsItSays(t *testing.T) {
+	statusIn := func(codes ...int32) func(error) bool {
+		return func(err error) bool {
+			var status apierrors.APIStatus
+			return errors.As(err, &status) && slices.Contains(codes, status.Status().Code)
+		}
+	}
+	deadline := func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
+	for _, tc := range []struct {
+		name    string
+		api     apiFaults
+		wantErr func(error) bool
+		applied bool
+		// answered bounds when the answer came, after the request.
+		answered [2]time.Duration
+	}{
+		{"a failure answers 429 or 5xx and applies nothing", apiFaults{fail: 1, maxDelay: time.Millisecond}, statusIn(429, 500, 503, 504), false, [2]time.Duration{time.Millisecond, 2 * time.Millisecond}},
+		{"a conflict answers 409 to a Lease's write and applies nothing", apiFaults{conflict: 1, maxDelay: time.Millisecond}, apierrors.IsConflict, false, [2]time.Duration{time.Millisecond, 2 * time.Millisecond}},
+		{"a request lost before it applies changes nothing and ends at the caller's deadline", apiFaults{lostBefore: 1, maxDelay: time.Millisecond}, deadline, false, [2]time.Duration{5 * time.Second, 5 * time.Second}},
+		{"a request lost after it applies changes the Lease and ends at the caller's deadline", apiFaults{lostAfter: 1, maxDelay: time.Millisecond}, deadline, true, [2]time.Duration{5 * time.Second, 5 * time.Second}},
+		{"a delayed request is answered within twice the longest delay", apiFaults{maxDelay: 2 * time.Second}, nil, true, [2]time.Duration{2 * time.Millisecond, 4*time.Second + 2*time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(7)
+				w.store = newStore(w)
+				w.nodeOf = map[*process]*node{}
+				p := w.newProcess(1, "p", 1e6, 0)
+				l, err := w.store.createLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "l"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.api = tc.api
+				type answer struct {
+					err error
+					at  time.Duration
+				}
+				done := make(chan answer, 1)
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					next := l.DeepCopy()
+					next.Spec.HolderIdentity = ptr.To("p")
+					_, err := client{w: w, p: p}.CoordinationV1().Leases("db").Update(ctx, next, metav1.UpdateOptions{})
+					done <- answer{err, w.now}
+				}()
+				w.run(time.Minute)
+				got := <-done
+				switch {
+				case tc.wantErr == nil && got.err != nil:
+					t.Fatalf("answered %v, want the update", got.err)
+				case tc.wantErr != nil && !tc.wantErr(got.err):
+					t.Fatalf("answered %v", got.err)
+				case got.at < tc.answered[0] || got.at > tc.answered[1]:
+					t.Fatalf("answered at %s, want within [%s, %s]", got.at, tc.answered[0], tc.answered[1])
+				}
+				stored, err := w.store.getLease("db", "l")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if applied := stored.Spec.HolderIdentity != nil; applied != tc.applied {
+					t.Fatalf("the update applied: %t, want %t", applied, tc.applied)
+				}
+				w.teardown([]*process{p})
+			})
+		})
+	}
 }
