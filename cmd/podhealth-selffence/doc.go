@@ -19,6 +19,14 @@
 //     workload container that starts before it could read it. Prefer
 //     --listen: a sidecar that is gone answers nothing.
 //
+// On --listen, GET /live is for the workload container's liveness probe
+// (the kubelet as a second stop, for a workload that cannot ask before
+// each write): it answers 200 "true" while the sidecar has not yet let the
+// workload write, or lets it now, and 503 "false" for good once writing
+// has ended after a yes. Give it no startup probe: the kubelet forgets a
+// startup probe's success when it restarts, and then holds the liveness
+// probe until the startup probe passes again.
+//
 // The answer turns to false, and the file goes, the moment the Guard stops
 // holding: the Lease's duration since the start of its last successful
 // renewal, or the first failed renewal. At that moment plus --deadline

@@ -183,20 +183,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	})
 }
 
-// handler answers GET /may-write.
+// handler answers GET /may-write, and GET /live for the workload's
+// liveness probe.
 func handler(g *selffence.Guard) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /may-write", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /may-write", answer(g.MayWrite))
+	mux.HandleFunc("GET /live", answer(func() bool { return sidecarlogic.Live(g) }))
+	return mux
+}
+
+// answer answers 200 "true" when yes says so, 503 "false" otherwise.
+func answer(yes func() bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		if g.MayWrite() {
+		if yes() {
 			fmt.Fprintln(w, "true")
 			return
 		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintln(w, "false")
-	})
-	return mux
+	}
 }
 
 // keepFile creates the file once the Lease is held and removes it the

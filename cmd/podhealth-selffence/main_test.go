@@ -31,7 +31,8 @@ func env(vars map[string]string) func(string) string {
 }
 
 // The sidecar answers true on its endpoint and keeps its file while it
-// holds the Lease; the first failed renewal turns the endpoint to false,
+// holds the Lease, and its /live answers true from its start; the first
+// failed renewal turns both endpoints to false,
 // and the file is gone a goroutine's wake-up later (the test allows a
 // second, for a busy machine); the pod's processes are stopped at the
 // Lease's expiry plus the deadline less the stop.
@@ -55,18 +56,31 @@ func TestTheSidecarTellsTheWorkloadWhetherItMayWriteAndStopsThePodAtTheDeadline(
 	args := []string{"--lease", "pg-primary", "--listen", "127.0.0.1:0", "--file", file,
 		"--duration", "1s", "--renew-interval", "200ms", "--deadline", "500ms", "--stop-takes", "100ms"}
 	go run(context.Background(), args, env(map[string]string{"POD_NAMESPACE": "db", "POD_NAME": "pg-1"}), io.Discard, s) //nolint:errcheck // blocks once held
-	url := "http://" + (<-addr).String() + "/may-write"
-	get := func() (int, string) {
-		resp, err := http.Get(url)
+	base := "http://" + (<-addr).String()
+	getPath := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
 		return resp.StatusCode, string(body)
 	}
-	require.Eventually(t, func() bool { code, _ := get(); return code == http.StatusOK }, 5*time.Second, 10*time.Millisecond)
-	_, body := get()
+	get := func() (int, string) { return getPath("/may-write") }
+	// In the claim's wait (1.5 s and the margin, for a missing Lease):
+	// not yet writing, and alive for the liveness probe.
+	code, _ := get()
+	require.Equal(t, http.StatusServiceUnavailable, code, "may write before the claim's wait ended")
+	code, body := getPath("/live")
+	require.Equal(t, http.StatusOK, code, "a workload waiting for its first yes is not alive")
 	require.Equal(t, "true\n", body)
+	code, _ = get()
+	require.Equal(t, http.StatusServiceUnavailable, code, "the wait ended before /live was asked: nothing was shown of it")
+
+	require.Eventually(t, func() bool { code, _ := get(); return code == http.StatusOK }, 5*time.Second, 10*time.Millisecond)
+	_, body = get()
+	require.Equal(t, "true\n", body)
+	code, _ = getPath("/live")
+	require.Equal(t, http.StatusOK, code, "a workload that may write is alive")
 	require.Eventually(t, func() bool { _, err := os.Stat(file); return err == nil }, time.Second, time.Millisecond, "the file, once the Lease is held")
 	lease, err := client.CoordinationV1().Leases("db").Get(context.Background(), "pg-primary", metav1GetOptions)
 	require.NoError(t, err)
@@ -77,6 +91,9 @@ func TestTheSidecarTellsTheWorkloadWhetherItMayWriteAndStopsThePodAtTheDeadline(
 	require.Eventually(t, func() bool { code, _ := get(); return code == http.StatusServiceUnavailable }, 5*time.Second, 5*time.Millisecond)
 	require.Eventually(t, func() bool { _, err := os.Stat(file); return errors.Is(err, os.ErrNotExist) }, time.Second, time.Millisecond, "the file, once writing must stop")
 	_, body = get()
+	require.Equal(t, "false\n", body)
+	code, body = getPath("/live")
+	require.Equal(t, http.StatusServiceUnavailable, code, "writing ended after a yes: the kubelet's liveness probe must stop the workload")
 	require.Equal(t, "false\n", body)
 
 	at := <-stopped

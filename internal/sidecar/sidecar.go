@@ -68,3 +68,20 @@ func Run(ctx context.Context, leases coordinationv1client.LeasesGetter, opts sel
 		return err // never held: nothing to stop
 	}
 }
+
+// Live is what the workload's liveness probe reads: true while g has not
+// yet let the workload write, or lets it now; false for good once writing
+// has ended after a yes. A workload that waits for its first yes is left
+// alone, so its probe needs no startup probe before it: the kubelet keeps
+// a startup probe's success in memory only, and after a restart of its
+// own it holds every liveness probe until the startup probe passes again,
+// which, behind a sidecar that no longer lets the pod write, it never
+// does.
+func Live(g *selffence.Guard) bool {
+	select {
+	case <-g.Held():
+		return g.MayWrite()
+	default:
+		return true
+	}
+}
