@@ -60,6 +60,9 @@ type podRun struct {
 	// func() bool); nil while nothing answers. The sidecar's goroutine
 	// sets it.
 	answer *atomic.Value
+	// live holds the sidecar's answer to the workload's liveness probe,
+	// GET /live (a func() bool); nil while nothing answers.
+	live *atomic.Value
 	// sidecar is the container that answers.
 	sidecar *container
 }
@@ -79,6 +82,10 @@ type container struct {
 	// probeFailed: the kubelet is stopping the container for a failed
 	// liveness probe.
 	probeFailed bool
+	// startedUp: its startup probe passed, as the kubelet remembers it
+	// (in memory: a restarted kubelet probes again). Only the probes of
+	// Mutations.StartupProbe have one.
+	startedUp bool
 	// guard is the current process's Guard (a writer's own, or the
 	// sidecar's once it serves), for the oracle.
 	guard atomic.Pointer[selffence.Guard]
@@ -368,12 +375,12 @@ func (w *world) kubeletSync(n *node) {
 			switch {
 			case (c.proc == nil || c.proc.dead) && c.startAt <= w.now:
 				w.startContainer(run, c)
-			case c.kind == blind && c.proc != nil && !c.proc.dead && c.proc.continuous && !run.mayWrite() && !w.mutations.NoLivenessProbe && !c.probeFailed:
-				// The workload's liveness probe, GET /may-write on the
-				// sidecar every second, failed (false, no answer within
-				// its timeout of 1 s, or no sidecar): the kubelet stops
-				// the container, which ignores SIGTERM, and kills it at
-				// the end of the probe's grace period of 1 s.
+			case c.kind == blind && c.proc != nil && !c.proc.dead && !c.probeFailed && w.livenessFails(run, c):
+				// The workload's liveness probe of the sidecar, every
+				// second, failed (false, no answer within its timeout of
+				// 1 s, or no sidecar): the kubelet stops the container,
+				// which ignores SIGTERM, and kills it at the end of the
+				// probe's grace period of 1 s.
 				c.probeFailed = true
 				p := c.proc
 				w.after(2*time.Second, func() {
@@ -382,6 +389,29 @@ func (w *world) kubeletSync(n *node) {
 				})
 			}
 		}
+	}
+}
+
+// livenessFails reports whether the liveness probe of a blind workload's
+// container c fails now. As docs/safety.md prescribes it, it reads the
+// sidecar's GET /live, with no startup probe before it. With
+// Mutations.StartupProbe, as it prescribed before: a startup probe of GET
+// /may-write holds the liveness probe, also of /may-write, until it
+// passes, which it does again after each restart of the kubelet.
+func (w *world) livenessFails(run *podRun, c *container) bool {
+	switch {
+	case w.mutations.NoLivenessProbe:
+		return false
+	case !w.mutations.StartupProbe:
+		return !run.alive()
+	case !c.startedUp:
+		c.startedUp = run.mayWrite()
+		if c.startedUp {
+			w.logf("kubelet %s: the startup probe of %s passed", run.node.name, c.proc.name)
+		}
+		return false
+	default:
+		return !run.mayWrite()
 	}
 }
 

@@ -48,13 +48,22 @@ func (f fault) String() string {
 }
 
 // drawFaults draws a run's faults: one to four, starting between the
-// first and the eleventh minute, each lasting up to seven minutes.
+// first and the eleventh minute, each lasting up to seven minutes; or, in
+// a quarter of the runs, a cascade: the faults of one incident, each
+// starting within 20 s of the one before and lasting up to 30 s (a node
+// in trouble: its partition, then its kubelet restarting, then a process
+// stalling). Drawn apart, faults seldom meet within one deadline. In a
+// quarter of the runs, two to six short kubelet restarts come on top.
 func (w *world) drawFaults() []fault {
 	n := 1 + w.faults.IntN(4)
+	cascade := w.cascade
 	var faults []fault
 	lostOne := false
-	for range n {
+	for i := range n {
 		f := fault{kind: faultKind(w.faults.IntN(int(faultKinds))), at: time.Minute + time.Duration(w.faults.Int64N(int64(10*time.Minute)))}
+		if cascade && i > 0 {
+			f.at = faults[i-1].at + time.Duration(w.faults.Int64N(int64(20*time.Second)))
+		}
 		if f.kind == nodeLost && lostOne {
 			// One node lost for good per run: with the candidates'
 			// anti-affinity, it takes at most one of them, and the other
@@ -64,9 +73,22 @@ func (w *world) drawFaults() []fault {
 		lostOne = lostOne || f.kind == nodeLost
 		switch f.kind {
 		case partition, freezeNode, freezeProcess, powerOff, kubeletCrash:
-			f.dur = time.Second + time.Duration(w.faults.Int64N(int64(7*time.Minute)))
+			longest := 7 * time.Minute
+			if cascade {
+				longest = 30 * time.Second
+			}
+			f.dur = time.Second + time.Duration(w.faults.Int64N(int64(longest)))
 		}
 		faults = append(faults, f)
+	}
+	if w.routineRestarts {
+		// Kubelets restart in routine work (an upgrade, a change of
+		// their configuration) for a few seconds, beside whatever else
+		// goes wrong.
+		for range 2 + w.faults.IntN(5) {
+			faults = append(faults, fault{kind: kubeletCrash, at: time.Minute + time.Duration(w.faults.Int64N(int64(10*time.Minute))),
+				dur: time.Second + time.Duration(w.faults.Int64N(int64(4*time.Second)))})
+		}
 	}
 	return faults
 }
@@ -169,7 +191,16 @@ func (w *world) inject(f fault) {
 		n := w.targetNode()
 		w.logf("fault: the kubelet of %s down for %s", n.name, f.dur)
 		n.kubeletUp = false
-		w.after(f.dur, func() { n.kubeletUp = true; w.logf("heal: the kubelet of %s back", n.name) })
+		w.after(f.dur, func() {
+			n.kubeletUp = true
+			w.logf("heal: the kubelet of %s back", n.name)
+			// What its probes learned was in its memory.
+			for _, run := range n.known {
+				for _, c := range run.containers {
+					c.startedUp = false
+				}
+			}
+		})
 	case oomKill:
 		run := w.holderRun()
 		if run == nil {

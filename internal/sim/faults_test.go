@@ -4,7 +4,9 @@ package sim_test
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,7 +39,7 @@ func TestEachFaultDoesWhatItSays(t *testing.T) {
 				h.must(t, end, `^heal: `+n+` reconnected$`)
 				lost := 0
 				for _, e := range h.between(at+h.maxDelay+time.Millisecond, end) {
-					if p := h.requester(e); p != "" && h.nodeOf[p] == n {
+					if p := h.requester(e); p != "" && h.nodeAt(p, e.at) == n {
 						if !strings.HasSuffix(e.text, ": lost (partitioned)") {
 							t.Errorf("%s answered from a partitioned node: %s", e.at, e.text)
 						}
@@ -55,7 +57,7 @@ func TestEachFaultDoesWhatItSays(t *testing.T) {
 				n := h.must(t, at, `^fault: (node-\d) frozen for 1m30s$`)[1]
 				h.must(t, end, `^heal: `+n+` thawed$`)
 				for _, e := range h.between(at+time.Millisecond, end) {
-					if p := h.actor(e); p != "" && h.nodeOf[p] == n && (strings.Contains(e.text, ": writes ") || strings.Contains(e.text, ": started on ")) {
+					if p := h.actor(e); p != "" && h.nodeAt(p, e.at) == n && (strings.Contains(e.text, ": writes ") || strings.Contains(e.text, ": started on ")) {
 						t.Errorf("%s on frozen %s: %s", e.at, n, e.text)
 					}
 					if strings.HasPrefix(e.text, "kubelet "+n+":") {
@@ -76,7 +78,7 @@ func TestEachFaultDoesWhatItSays(t *testing.T) {
 				}
 				p := m[1]
 				thawed := h.find(end, `^heal: `+regexp.QuoteMeta(p)+` thawed$`) != nil
-				killed := h.killedAt(p)
+				killed := h.killedAfter(p, at)
 				if !thawed && killed > end {
 					t.Errorf("%s neither thawed at %s nor killed meanwhile", p, end)
 				}
@@ -96,10 +98,10 @@ func TestEachFaultDoesWhatItSays(t *testing.T) {
 				h.must(t, end, `^heal: `+n+` powered on$`)
 				alive := h.aliveOn(n, at)
 				for _, p := range alive {
-					if h.killedAt(p) != at || h.find(at, `^`+regexp.QuoteMeta(p)+`: killed: its node lost power$`) == nil {
+					if h.killedAfter(p, at) != at || h.find(at, `^`+regexp.QuoteMeta(p)+`: killed: its node lost power$`) == nil {
 						t.Errorf("%s of %s was not killed by the power-off at %s", p, n, at)
 					}
-					for _, e := range h.between(at+time.Millisecond, h.last) {
+					for _, e := range h.between(at+time.Millisecond, h.nextStart(p, at)) {
 						if strings.HasPrefix(e.text, p+": writes ") {
 							t.Errorf("%s wrote after its node lost power: %s %s", p, e.at, e.text)
 						}
@@ -122,7 +124,7 @@ func TestEachFaultDoesWhatItSays(t *testing.T) {
 				ranOn := false
 				for _, e := range h.between(at+time.Millisecond, end) {
 					p := h.actor(e)
-					if p == "" || h.nodeOf[p] != n {
+					if p == "" || h.nodeAt(p, e.at) != n {
 						if strings.HasPrefix(e.text, "kubelet "+n+":") {
 							t.Errorf("%s the crashed kubelet acted: %s", e.at, e.text)
 						}
@@ -156,8 +158,8 @@ func TestEachFaultDoesWhatItSays(t *testing.T) {
 						if e.at < at+10*time.Second {
 							t.Errorf("%s restarted %s after the OOM kill: before the kubelet's first backoff of 10 s", next, e.at-at)
 						}
-						if h.nodeOf[next] != h.nodeOf[old] {
-							t.Errorf("%s restarted on %s, its predecessor ran on %s", next, h.nodeOf[next], h.nodeOf[old])
+						if h.nodeAt(next, e.at) != h.nodeAt(old, at) {
+							t.Errorf("%s restarted on %s, its predecessor ran on %s", next, h.nodeAt(next, e.at), h.nodeAt(old, at))
 						}
 						return true
 					}
@@ -176,13 +178,13 @@ func TestEachFaultDoesWhatItSays(t *testing.T) {
 				h.must(t, time.Minute, `^fault: log sinks block$`)
 				n := h.must(t, at, `^fault: (node-\d) partitioned for 3m0s$`)[1]
 				holder := h.dataWriterAt(at)
-				if holder == "" || h.nodeOf[holder] != n {
+				if holder == "" || h.nodeAt(holder, at) != n {
 					return false // the partition missed the holder
 				}
 				// The oracle requires the holder stopped by its Lease's
 				// expiry plus the deadline on its own clock; here, that
 				// it was stopped at all while every log blocked.
-				if k := h.killedAt(holder); k > at+h.duration+h.deadline+h.margin {
+				if k := h.killedAfter(holder, at); k > at+h.duration+h.deadline+h.margin {
 					t.Errorf("the partitioned holder %s was not stopped by %s (killed at %s)", holder, at+h.duration+h.deadline+h.margin, k)
 				}
 				return true
@@ -303,8 +305,9 @@ func leaseEdited(kind string, at time.Duration, also func(*testing.T, *history))
 type history struct {
 	events []event
 	last   time.Duration
-	// nodeOf is the node each process started on.
-	nodeOf map[string]string
+	// starts are each process name's starts, in order: a pod recreated
+	// under its name starts its processes' names again.
+	starts map[string][]start
 	// the run's settings, from its first line.
 	duration, deadline, margin, maxDelay time.Duration
 }
@@ -326,7 +329,7 @@ var (
 
 func parseHistory(t *testing.T, text string) *history {
 	t.Helper()
-	h := &history{nodeOf: map[string]string{}, margin: 2 * time.Second}
+	h := &history{starts: map[string][]start{}, margin: 2 * time.Second}
 	for line := range strings.Lines(text) {
 		m := eventLine.FindStringSubmatch(strings.TrimSuffix(line, "\n"))
 		if m == nil {
@@ -337,7 +340,7 @@ func parseHistory(t *testing.T, text string) *history {
 		e := event{at: time.Duration(s)*time.Second + time.Duration(ms)*time.Millisecond, text: m[3]}
 		h.events, h.last = append(h.events, e), e.at
 		if m := startedLine.FindStringSubmatch(e.text); m != nil {
-			h.nodeOf[m[1]] = m[2]
+			h.starts[m[1]] = append(h.starts[m[1]], start{at: e.at, node: m[2]})
 		}
 		if m := settingsLine.FindStringSubmatch(e.text); m != nil {
 			var err error
@@ -411,9 +414,39 @@ func (h *history) actor(e event) string {
 	return ""
 }
 
-// killedAt is when p was killed; past the history's end if never.
-func (h *history) killedAt(p string) time.Duration {
-	for _, e := range h.events {
+// start is a process's start: when, and on which node.
+type start struct {
+	at   time.Duration
+	node string
+}
+
+// nodeAt is the node of the process named p that ran at t: its latest
+// start by then.
+func (h *history) nodeAt(p string, t time.Duration) string {
+	node := ""
+	for _, st := range h.starts[p] {
+		if st.at <= t {
+			node = st.node
+		}
+	}
+	return node
+}
+
+// nextStart is when a process named p starts again after from; past the
+// history's end if never.
+func (h *history) nextStart(p string, from time.Duration) time.Duration {
+	for _, st := range h.starts[p] {
+		if st.at > from {
+			return st.at
+		}
+	}
+	return h.last + 1
+}
+
+// killedAfter is when the process named p that ran at from was killed;
+// past the history's end if it never was.
+func (h *history) killedAfter(p string, from time.Duration) time.Duration {
+	for _, e := range h.between(from, h.nextStart(p, from)) {
 		if strings.HasPrefix(e.text, p+": killed: ") {
 			return e.at
 		}
@@ -421,16 +454,27 @@ func (h *history) killedAt(p string) time.Duration {
 	return h.last + 1
 }
 
-// aliveOn are the processes started on node before at and not killed
-// before it.
+// aliveOn are the processes running on node at at: started there, and
+// not killed since.
 func (h *history) aliveOn(node string, at time.Duration) []string {
 	var alive []string
-	for _, e := range h.between(0, at) {
-		if m := startedLine.FindStringSubmatch(e.text); m != nil && m[2] == node && h.killedAt(m[1]) >= at {
-			alive = append(alive, m[1])
+	for _, p := range slices.Sorted(maps.Keys(h.starts)) {
+		if h.nodeAt(p, at) == node && h.killedAfter(p, h.lastStart(p, at)) >= at {
+			alive = append(alive, p)
 		}
 	}
 	return alive
+}
+
+// lastStart is the latest start of p before at.
+func (h *history) lastStart(p string, at time.Duration) time.Duration {
+	var last time.Duration
+	for _, st := range h.starts[p] {
+		if st.at < at {
+			last = st.at
+		}
+	}
+	return last
 }
 
 // podsOn are the pods, "name (uid)", that node's kubelet started before

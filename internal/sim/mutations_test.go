@@ -59,6 +59,10 @@ var mutations = []mutation{{
 	defect: "a workload that cannot ask runs without the kubelet's liveness probe of its sidecar (found by this simulator: a sidecar OOM-killed or frozen stops nothing until it restarts)",
 	opts:   sim.Options{Mutations: sim.Mutations{NoLivenessProbe: true}},
 }, {
+	name:   "startup-probe-holds-the-liveness-probe",
+	defect: "a workload that cannot ask is probed as docs/safety.md prescribed before: a startup probe of /may-write holds the liveness probe until it passes, and a restarted kubelet, which keeps that success in memory only, holds it again (found by reading the kubelet's prober, and modelled here)",
+	opts:   sim.Options{Mutations: sim.Mutations{StartupProbe: true}},
+}, {
 	name:   "wait-restarts-past-the-ttl",
 	defect: "the Memory forgets a check's sightings after its TTL, though the check's RetryAfter is later: a wait longer than the TTL starts again at every look and never ends",
 	edits:  []edit{{"health/evidence.go", "\t\te.sightings.hold(e.time().Add(time.Duration(e.wake)))\n", "\t\t_ = e.wake\n"}},
@@ -86,12 +90,12 @@ var mutations = []mutation{{
 	name:   "restarted-sidecar-stops-nothing",
 	defect: "a sidecar that starts leaves running what its predecessor left",
 	edits:  []edit{{"internal/sidecar/sidecar.go", "\tif err := hooks.Start(); err != nil {\n", "\tif err := error(nil); err != nil {\n"}},
-	masked: "the workload's liveness probe kills what a restarted sidecar does not (it answers false until it holds the Lease); without the probe, the gap before the restart breaks the deadline whatever the restart does",
+	masked: "the workload's liveness probe kills the workload while its sidecar is away (no answer), before the kubelet's restart backoff of at least 10 s brings the sidecar back; without the probe, the gap before the restart breaks the deadline whatever the restart does",
 }, {
 	name:   "renewals-after-writing-ended",
 	defect: "a Guard renews the Lease after its watchdog ended writing",
 	edits:  []edit{{"selffence/guard.go", "\t\tif ended {\n\t\t\treturn g.lost(ErrExpired)\n\t\t}\n", "\t\tif false && ended {\n\t\t\treturn g.lost(ErrExpired)\n\t\t}\n"}},
-	masked: "a renewal after writing ended only lengthens the successor's wait and the fencer's, and the watchdog still stops the process by the deadline of the last renewal it saw: no promise breaks",
+	masked: "the renewal loop's other checks stand in for the one removed: it sends no renewal once the expiry has passed and drops an answer that comes after it, and on one clock the watchdog never ends writing before the expiry; a late renewal would only lengthen the successor's and the fencer's waits, and the watchdog still stops the process by the deadline of the last renewal it saw",
 }}
 
 // Each defect of earlier rounds, reintroduced alone, is found by the

@@ -49,7 +49,7 @@ func (w *world) judge(res *Result) {
 		if l.holder == nil || (w.annotated && len(w.annotations) == 0) || w.erasedAfter(l.at) || !w.sawHold(l) {
 			continue
 		}
-		bound := w.podRecovery() + w.afresh(l.at)
+		bound := w.podRecovery() + w.afresh(l.at) + w.restarted(l.at)
 		if at, ok := w.replaced[string(l.holder.UID)]; !ok || at > l.at+bound {
 			res.Violations = append(res.Violations, fmt.Sprintf("%s (%s), the Lease's holder on %s, lost for good at %s, not replaced within %s", l.holder.Name, l.holder.UID, l.name, l.at, bound))
 		}
@@ -72,6 +72,25 @@ func (w *world) afresh(at time.Duration) time.Duration {
 		}
 	}
 	return time.Duration(min(max(n-1, 0), maxAfresh)) * 2 * w.wait()
+}
+
+// restarted is how much later than podRecovery a pod lost at at may be
+// replaced because the operator restarted after the loss: its fresh
+// Memory holds none of the sightings its wait had counted, and waits the
+// whole wait again from its own first check (docs/safety.md), two waits
+// if the Lease changes hands meanwhile. The latest restart counts.
+func (w *world) restarted(at time.Duration) time.Duration {
+	var last time.Duration
+	for _, s := range w.operatorStarts {
+		if s > at {
+			last = max(last, s)
+		}
+	}
+	if last == 0 {
+		return 0
+	}
+	fromRestart := last - at + 2*w.wait() + time.Minute + 2*w.farthest
+	return max(0, fromRestart-w.podRecovery())
 }
 
 // maxAfresh is how many acquisitions after the first afresh counts.

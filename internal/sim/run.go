@@ -26,6 +26,14 @@ type Mutations struct {
 	// liveness probe on the sidecar that docs/safety.md prescribes: a
 	// sidecar that dies or freezes then stops nothing until it restarts.
 	NoLivenessProbe bool
+	// StartupProbe probes a workload that cannot ask as docs/safety.md
+	// prescribed before: a startup probe of the sidecar's /may-write holds
+	// its liveness probe, also of /may-write, until it passes; the kubelet
+	// keeps that success in memory only, and after a restart of its own
+	// holds the liveness probe again until the startup probe passes,
+	// which behind a sidecar that no longer lets the pod write it never
+	// does.
+	StartupProbe bool
 }
 
 // Options configure a run. The zero value is a run inside the promises.
@@ -163,6 +171,11 @@ type runState struct {
 	// workloadMargin, when not zero, is the margin the workload's Guard
 	// is given instead of the protocol's (one past fencing.MaxDuration).
 	workloadMargin time.Duration
+	// cascade: the run's faults are one incident's (drawFaults).
+	cascade bool
+	// routineRestarts: short kubelet restarts come on top of the faults
+	// (drawFaults).
+	routineRestarts bool
 	// leaseReads are the answers to the operator's reads of the Lease
 	// that named a holder: what its fencer saw, without a watch.
 	leaseReads []leaseRead
@@ -231,7 +244,9 @@ func Run(seed uint64, opts Options) Result {
 	// clocks' offsets and the Lease's acquisitions, which lengthen the
 	// pod's bound, happen as the run goes, so the end moves with them.
 	end := healed + w.recoveryBound() + time.Minute
-	podEnd := func(f fault) time.Duration { return f.at + w.podRecovery() + w.afresh(f.at) + time.Minute }
+	podEnd := func(f fault) time.Duration {
+		return f.at + w.podRecovery() + w.afresh(f.at) + w.restarted(f.at) + time.Minute
+	}
 	for {
 		for _, f := range faults {
 			if f.kind == nodeLost {
@@ -313,6 +328,16 @@ func (w *world) drawSettings() {
 		// workload's Guard refuses it, and nothing is written.
 		w.workloadMargin = math.MaxInt64 - time.Duration(w.settings.Int64N(int64(time.Hour)))
 		w.logf("settings: the workload's margin %s", w.workloadMargin)
+	}
+	// Drawn last, so that the runs that draw no cascade draw what they
+	// drew before there were cascades.
+	w.cascade = w.settings.IntN(4) == 0
+	if w.cascade {
+		w.logf("settings: the faults are one incident's cascade")
+	}
+	w.routineRestarts = w.settings.IntN(4) == 0
+	if w.routineRestarts {
+		w.logf("settings: kubelets restart in routine work too")
 	}
 }
 

@@ -277,3 +277,33 @@ func TestTheOracleCatchesRunsOutsideThePromises(t *testing.T) {
 		})
 	}
 }
+
+// A kubelet that restarts while the sidecar answers false (its Lease lost
+// in a partition, its stop still to come at the deadline), then a freeze
+// of the sidecar: the liveness probe of /live, with no startup probe,
+// stops the workload; the probes first prescribed, a startup probe that
+// the restarted kubelet runs again before it runs the liveness probe,
+// never did, and the workload wrote beside its successor. The schedule
+// was chosen from the kubelet's code (docs/safety.md); each seed draws
+// the rest of the run.
+func TestAKubeletRestartHoldsBackNoLivenessProbe(t *testing.T) {
+	faults := []sim.Fault{
+		{Kind: "partition", At: 2 * time.Minute, Lasts: time.Minute},
+		{Kind: "kubelet-crash", At: 2*time.Minute + 10*time.Second, Lasts: 5 * time.Second},
+		{Kind: "freeze-process", At: 2*time.Minute + 17*time.Second, Lasts: 7 * time.Minute},
+	}
+	broke := 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		if res := runSeed(t, seed, sim.Options{Faults: faults}); len(res.Violations) > 0 || res.Outside != "" {
+			t.Errorf("%s", res.Summary())
+		}
+		res := runSeed(t, seed, sim.Options{Faults: faults, Mutations: sim.Mutations{StartupProbe: true}})
+		if len(res.Violations) > 0 && res.Outside == "" {
+			broke++
+		}
+	}
+	t.Logf("the startup probe's mutation broke %d of 40 runs", broke)
+	if broke == 0 {
+		t.Fatal("with the startup probe, no run broke a promise: the schedule no longer shows what it found")
+	}
+}

@@ -67,7 +67,7 @@ func (w *world) do(p *process, name string, fn func()) {
 func (w *world) startPod(n *node, pod *corev1.Pod) *podRun {
 	ordinal := 0
 	fmt.Sscanf(pod.Name, setName+"-%d", &ordinal) //nolint:errcheck // the StatefulSet's own names
-	run := &podRun{pod: pod, node: n, ordinal: ordinal, answer: &atomic.Value{}}
+	run := &podRun{pod: pod, node: n, ordinal: ordinal, answer: &atomic.Value{}, live: &atomic.Value{}}
 	switch {
 	case ordinal == replicaOrdinal:
 		run.containers = []*container{{name: "db", kind: replica}}
@@ -97,7 +97,7 @@ func (w *world) startContainer(run *podRun, c *container) {
 	p := w.newProcess(w.procSeq, fmt.Sprintf("%s/%s#%d", run.pod.Name, c.name, c.restarts), w.drawRate(), w.drawOffset())
 	w.procs = append(w.procs, p)
 	w.nodeOf[p] = run.node
-	c.proc, c.started = p, w.now
+	c.proc, c.started, c.startedUp = p, w.now, false
 	c.guard.Store(nil)
 	p.onDeath = append(p.onDeath, func() { w.endOpen(p) }, func() { w.died(c) })
 	w.logf("%s: started on %s (clock rate %d ppm)", p.name, run.node.name, p.rate)
@@ -126,9 +126,11 @@ func (w *world) startContainer(run *podRun, c *container) {
 		w.writeLoop(p, run.pod.Name, "data", time.Second, time.Second, func() bool {
 			open = c.canWrite()
 			p.continuous = open
-			if open && !w.ignoresGuard && !run.mayWrite() && !run.node.kubeletUp {
+			if open && !w.ignoresGuard && run.sidecarAway() && !run.node.kubeletUp {
 				// Neither the sidecar nor the workload's liveness probe
-				// can stop it: outside what docs/safety.md promises.
+				// can stop it: outside what docs/safety.md promises. (A
+				// sidecar that answers false but runs still stops it at
+				// the deadline.)
 				w.outside = "the sidecar and the kubelet were down together"
 			}
 			return open
@@ -148,6 +150,28 @@ func (run *podRun) mayWrite() bool {
 		return false
 	}
 	f, _ := run.answer.Load().(func() bool)
+	return f != nil && f()
+}
+
+// sidecarAway reports whether the pod's sidecar answers nothing: dead,
+// frozen or not serving.
+func (run *podRun) sidecarAway() bool {
+	sc := run.sidecar
+	if sc == nil || sc.proc == nil || sc.proc.dead || sc.proc.frozen {
+		return true
+	}
+	f, _ := run.answer.Load().(func() bool)
+	return f == nil
+}
+
+// alive is the sidecar's answer to the workload's liveness probe, GET
+// /live: nothing answers while the sidecar is dead, frozen or not serving.
+func (run *podRun) alive() bool {
+	sc := run.sidecar
+	if sc == nil || sc.proc == nil || sc.proc.dead || sc.proc.frozen {
+		return false
+	}
+	f, _ := run.live.Load().(func() bool)
 	return f != nil && f()
 }
 
@@ -171,8 +195,12 @@ func (w *world) runSidecar(run *podRun, c *container, p *process) {
 		Serve: func(g *selffence.Guard) (func(), error) {
 			answer := g.MayWrite
 			run.answer.Store(answer)
+			run.live.Store(func() bool { return sidecar.Live(g) })
 			c.guard.Store(g)
-			return func() { run.answer.Store((func() bool)(nil)) }, nil
+			return func() {
+				run.answer.Store((func() bool)(nil))
+				run.live.Store((func() bool)(nil))
+			}, nil
 		},
 		Stopped: p.stopped,
 	}
