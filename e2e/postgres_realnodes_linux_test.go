@@ -367,9 +367,9 @@ func sidecarAnnotations(ctx context.Context, t *testing.T, imgs harness.Postgres
 func postgresPodSpec(imgs harness.PostgresImages, configDir, dataDir string, mutation pgMutation) corev1.PodSpec {
 	uidEnv := corev1.EnvVar{Name: "UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}}
 	// The kubelet is the second stop (docs/safety.md): it probes the
-	// sidecar's endpoint on the node's loopback, which a hostNetwork
-	// pod's kubelet shares.
-	mayWrite := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/may-write", Port: intstr.FromInt32(8089)}}
+	// sidecar's /live on the node's loopback, which a hostNetwork pod's
+	// kubelet shares, with no startup probe before it.
+	live := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/live", Port: intstr.FromInt32(8089)}}
 	spec := corev1.PodSpec{
 		HostNetwork:                   true,
 		ShareProcessNamespace:         ptr.To(true),
@@ -389,8 +389,7 @@ func postgresPodSpec(imgs harness.PostgresImages, configDir, dataDir string, mut
 			Name: "postgres", Image: harness.PostgresImage, ImagePullPolicy: corev1.PullNever,
 			Env:          []corev1.EnvVar{{Name: "PGDATA", Value: "/var/lib/postgresql/data/pg"}, uidEnv},
 			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/postgresql/data"}},
-			StartupProbe: &corev1.Probe{ProbeHandler: mayWrite, PeriodSeconds: 1, FailureThreshold: 86400},
-			LivenessProbe: &corev1.Probe{ProbeHandler: mayWrite, PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 1,
+			LivenessProbe: &corev1.Probe{ProbeHandler: live, PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 1,
 				TerminationGracePeriodSeconds: ptr.To(int64(1))},
 		}},
 		Volumes: []corev1.Volume{
@@ -406,9 +405,9 @@ func postgresPodSpec(imgs harness.PostgresImages, configDir, dataDir string, mut
 	switch mutation {
 	case pgNoStop:
 		spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To(int64(65534)), RunAsGroup: ptr.To(int64(65534))}
-		postgres.StartupProbe, postgres.LivenessProbe = nil, nil
+		postgres.LivenessProbe = nil
 	case pgNoSidecar:
-		postgres.StartupProbe, postgres.LivenessProbe = nil, nil
+		postgres.LivenessProbe = nil
 		postgres.Env = append(postgres.Env, corev1.EnvVar{Name: "ASK_SIDECAR", Value: "false"})
 		spec.Containers = spec.Containers[1:]
 		spec.Volumes = spec.Volumes[1:]
@@ -796,7 +795,7 @@ func TestPostgresRealNodes(t *testing.T) {
 		defer mu.Unlock()
 		var b strings.Builder
 		fmt.Fprintf(&b, "## A real database\n\nMeasured by `TestPostgresRealNodes` (`cd e2e && %s=1 PODHEALTH_WRITE_FIGURES=1 go test -count=1 -run TestPostgresRealNodes -v .`) on %s: %d CPUs, %s/%s, %s. "+
-			"PostgreSQL 15 from the machine's own Debian packages, packed into a node image, behind `podhealth-selffence` (a %v Lease, deadline %v, `--stop-takes` %v; startup and liveness probes of `/may-write`) on real nodes (real kubelets, containerd and runc): a StatefulSet of two pods whose data directory is one host directory both nodes mount. "+
+			"PostgreSQL 15 from the machine's own Debian packages, packed into a node image, behind `podhealth-selffence` (a %v Lease, deadline %v, `--stop-takes` %v; a liveness probe of `/live`, no startup probe) on real nodes (real kubelets, containerd and runc): a StatefulSet of two pods whose data directory is one host directory both nodes mount. "+
 			"A client outside the nodes commits without pause to every server that accepts and records each acknowledged commit. Node monitor grace period %v, toleration 2 s; each scenario on a pair of nodes of its own, all at once.\n\n",
 			realDatabaseAllEnv, time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), pgLeaseDuration, pgDeadline, pgStopTakes, harness.RealNodeMonitorGracePeriod)
 		b.WriteString("| scenario | what happened | on heal |\n|---|---|---|\n")
