@@ -56,12 +56,11 @@ func (f fault) String() string {
 // quarter of the runs, two to six short kubelet restarts come on top.
 func (w *world) drawFaults() []fault {
 	n := 1 + w.faults.IntN(4)
-	cascade := w.cascade
 	var faults []fault
 	lostOne := false
 	for i := range n {
 		f := fault{kind: faultKind(w.faults.IntN(int(faultKinds))), at: time.Minute + time.Duration(w.faults.Int64N(int64(10*time.Minute)))}
-		if cascade && i > 0 {
+		if w.cascade && i > 0 {
 			f.at = faults[i-1].at + time.Duration(w.faults.Int64N(int64(20*time.Second)))
 		}
 		if f.kind == nodeLost && lostOne {
@@ -74,7 +73,7 @@ func (w *world) drawFaults() []fault {
 		switch f.kind {
 		case partition, freezeNode, freezeProcess, powerOff, kubeletCrash:
 			longest := 7 * time.Minute
-			if cascade {
+			if w.cascade {
 				longest = 30 * time.Second
 			}
 			f.dur = time.Second + time.Duration(w.faults.Int64N(int64(longest)))

@@ -454,27 +454,28 @@ func (h *history) killedAfter(p string, from time.Duration) time.Duration {
 	return h.last + 1
 }
 
-// aliveOn are the processes running on node at at: started there, and
-// not killed since.
+// aliveOn are the processes running on node at at: started there before
+// it, and not killed since.
 func (h *history) aliveOn(node string, at time.Duration) []string {
 	var alive []string
 	for _, p := range slices.Sorted(maps.Keys(h.starts)) {
-		if h.nodeAt(p, at) == node && h.killedAfter(p, h.lastStart(p, at)) >= at {
+		if st, ok := h.startBefore(p, at); ok && st.node == node && h.killedAfter(p, st.at) >= at {
 			alive = append(alive, p)
 		}
 	}
 	return alive
 }
 
-// lastStart is the latest start of p before at.
-func (h *history) lastStart(p string, at time.Duration) time.Duration {
-	var last time.Duration
+// startBefore is the latest start of a process named p before at.
+func (h *history) startBefore(p string, at time.Duration) (start, bool) {
+	var last start
+	found := false
 	for _, st := range h.starts[p] {
 		if st.at < at {
-			last = st.at
+			last, found = st, true
 		}
 	}
-	return last
+	return last, found
 }
 
 // podsOn are the pods, "name (uid)", that node's kubelet started before

@@ -329,8 +329,8 @@ func (w *world) drawSettings() {
 		w.workloadMargin = math.MaxInt64 - time.Duration(w.settings.Int64N(int64(time.Hour)))
 		w.logf("settings: the workload's margin %s", w.workloadMargin)
 	}
-	// Drawn last, so that the runs that draw no cascade draw what they
-	// drew before there were cascades.
+	// Drawn last, so that the runs that draw neither a cascade nor
+	// routine restarts draw what they drew before there were either.
 	w.cascade = w.settings.IntN(4) == 0
 	if w.cascade {
 		w.logf("settings: the faults are one incident's cascade")

@@ -142,36 +142,32 @@ func (w *world) startContainer(run *podRun, c *container) {
 	}
 }
 
-// mayWrite is the sidecar's answer, as the workload reads it: nothing
-// answers while the sidecar is dead, frozen or not serving.
-func (run *podRun) mayWrite() bool {
+// sidecarAnswer is the sidecar's answer held in v (to GET /may-write or
+// GET /live), or nil while nothing answers: the sidecar dead, frozen or
+// not serving.
+func (run *podRun) sidecarAnswer(v *atomic.Value) func() bool {
 	sc := run.sidecar
 	if sc == nil || sc.proc == nil || sc.proc.dead || sc.proc.frozen {
-		return false
+		return nil
 	}
-	f, _ := run.answer.Load().(func() bool)
+	f, _ := v.Load().(func() bool)
+	return f
+}
+
+// mayWrite is the sidecar's answer, as the workload reads it: false while
+// nothing answers.
+func (run *podRun) mayWrite() bool {
+	f := run.sidecarAnswer(run.answer)
 	return f != nil && f()
 }
 
-// sidecarAway reports whether the pod's sidecar answers nothing: dead,
-// frozen or not serving.
-func (run *podRun) sidecarAway() bool {
-	sc := run.sidecar
-	if sc == nil || sc.proc == nil || sc.proc.dead || sc.proc.frozen {
-		return true
-	}
-	f, _ := run.answer.Load().(func() bool)
-	return f == nil
-}
+// sidecarAway reports whether the pod's sidecar answers nothing.
+func (run *podRun) sidecarAway() bool { return run.sidecarAnswer(run.answer) == nil }
 
 // alive is the sidecar's answer to the workload's liveness probe, GET
-// /live: nothing answers while the sidecar is dead, frozen or not serving.
+// /live: false while nothing answers.
 func (run *podRun) alive() bool {
-	sc := run.sidecar
-	if sc == nil || sc.proc == nil || sc.proc.dead || sc.proc.frozen {
-		return false
-	}
-	f, _ := run.live.Load().(func() bool)
+	f := run.sidecarAnswer(run.live)
 	return f != nil && f()
 }
 
