@@ -8,6 +8,7 @@ package selffence_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,4 +282,85 @@ func TestNoRenewalFollowsTheEndOfWriting(t *testing.T) {
 		<-a.exitAt
 		stopAll(a)
 	})
+}
+
+// A claim whose answer does not come back, or comes back as an error an
+// API server may give after applying (a 5xx), may have applied: the Lease
+// may name the claimer from the claim's start, and the fencer counts its
+// wait from that record. So the Guard holds from the claim's start, with
+// writing not yet allowed, and reads the Lease: its own record confirms
+// the claim, and anything else ends holding, with the process stopped at
+// the claim's start plus the duration plus the deadline (less the time a
+// stop takes), as any holder's. A refusal (a 409) applies nothing: the
+// Guard claims again.
+func TestAClaimOfUnknownOutcomeKeepsTheHoldersObligations(t *testing.T) {
+	lost := context.DeadlineExceeded
+	unavailable := apierrors.NewServiceUnavailable("etcd is slow")
+	conflict := apierrors.NewConflict(leasesResource.GroupResource(), "pg-primary", errors.New("raced"))
+	for _, tc := range []struct {
+		name      string
+		beforeIt  error         // the claim's answer, the write not applied
+		afterIt   error         // the claim's answer, the write applied
+		holds     bool          // the claimer goes on to write
+		writesBy  time.Duration // after the claim, if it holds
+		stopAfter time.Duration // after the claim, if not
+	}{
+		{name: "applied, its answer lost: the read shows the claim", afterIt: lost, holds: true, writesBy: 100 * time.Millisecond},
+		{name: "applied, answered with a 503: the read shows the claim", afterIt: unavailable, holds: true, writesBy: 100 * time.Millisecond},
+		{name: "lost before it applied: stopped at the deadline", beforeIt: lost, stopAfter: 14 * time.Second},
+		{name: "a 503 before it applied: stopped at the deadline", beforeIt: unavailable, stopAfter: 14 * time.Second},
+		{name: "refused with a 409: claimed again at the next attempt", beforeIt: conflict, holds: true, writesBy: 3*time.Second + 100*time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				long := metav1.NewMicroTime(time.Now().Add(-time.Hour))
+				s := newLeaseServer(t, &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-primary"},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("pg-1"), LeaseDurationSeconds: ptr.To[int32](10),
+						AcquireTime: &long, RenewTime: &long},
+				})
+				// Only the first update, the claim, fails.
+				s.setOnUpdate(func(n int32) error {
+					if n == 1 {
+						return tc.beforeIt
+					}
+					return nil
+				})
+				s.onStored.Store(ptr.To(func(n int32) error {
+					if n == 1 {
+						return tc.afterIt
+					}
+					return nil
+				}))
+				b := startGuard(t, s, "pg-2", tenSeconds)
+				defer stopAll(b)
+				// The record is seen unchanged for 10 + 5 + 3 s, from 0 s,
+				// then claimed at the next attempt, 18 s.
+				time.Sleep(17 * time.Second)
+				synctest.Wait()
+				require.EqualValues(t, 0, s.updates.Load(), "no claim before the wait is over")
+				for s.updates.Load() == 0 {
+					time.Sleep(10 * time.Millisecond)
+				}
+				claimed := time.Now()
+				if tc.holds {
+					writes := firstMayWrite(b.g, time.Minute)
+					require.False(t, writes.IsZero(), "the claim was confirmed, or made again")
+					require.WithinDuration(t, claimed, writes, tc.writesBy, "writes %s after the claim", writes.Sub(claimed))
+					time.Sleep(time.Minute)
+					require.True(t, b.g.MayWrite(), "a minute on, it renews")
+					require.Equal(t, "pg-2", *s.lease(t).Spec.HolderIdentity)
+					require.Empty(t, b.exitAt, "not stopped")
+					return
+				}
+				require.True(t, firstMayWrite(b.g, time.Minute).IsZero(), "never allowed to write")
+				stopped := <-b.exitAt
+				require.WithinDuration(t, claimed.Add(tc.stopAfter), stopped, 10*time.Millisecond, "stopped at the claim's start + 10 s + 5 s - 1 s")
+				var lostErr *selffence.LostError
+				require.ErrorAs(t, <-b.done, &lostErr)
+				require.ErrorIs(t, lostErr, tc.beforeIt)
+				require.Equal(t, "pg-1", *s.lease(t).Spec.HolderIdentity, "the claim never applied")
+			})
+		})
+	}
 }

@@ -134,7 +134,12 @@ func (g *Guard) Held() <-chan struct{} { return g.held }
 //     still write until its next renewal fails, and be stopped only at
 //     its deadline. The Guard claims it at once, so that no other Guard
 //     takes it, and renews it, but the process may write only once that
-//     same wait has passed since the claim started.
+//     same wait has passed since the claim started;
+//   - a claim whose outcome is unknown (no answer, or a 5xx) may have
+//     applied: the Guard holds from the claim's start, writing not yet
+//     allowed, and reads the Lease; its own record confirms the claim,
+//     and anything else ends holding, the process stopped at the
+//     deadline as any holder's.
 //
 // Every holder of one Lease must use the same Duration and Deadline
 // (Stamp them from one Options).
@@ -172,6 +177,10 @@ func (g *Guard) claim(ctx context.Context) error {
 			g.log.info("claimed the Lease", "lease", g.name, "holder", g.opts.Identity, "writableFrom", writableFrom)
 			return nil
 		}
+		var unknown *unknownClaim
+		if errors.As(err, &unknown) {
+			return g.settle(ctx, unknown)
+		}
 		if err != nil {
 			g.log.info("not claimed yet", "lease", g.name, "reason", err.Error())
 		}
@@ -199,7 +208,7 @@ func (g *Guard) tryClaim(ctx context.Context, observed **resourcelock.LeaderElec
 		start := g.opts.Clock.Now()
 		mine := g.record(start, 0)
 		if err := g.lock.Create(rctx, mine); err != nil {
-			return none, time.Time{}, false, fmt.Errorf("creating the Lease: %w", err)
+			return none, time.Time{}, false, claimFailed("creating the Lease", mine, start.Add(g.wait(0)), err)
 		}
 		return mine, start.Add(g.wait(0)), true, nil
 	case err != nil:
@@ -227,9 +236,85 @@ func (g *Guard) tryClaim(ctx context.Context, observed **resourcelock.LeaderElec
 	}
 	mine := g.record(start, record.LeaderTransitions+1)
 	if err := g.lock.Update(rctx, mine); err != nil {
-		return none, time.Time{}, false, fmt.Errorf("claiming the Lease: %w", err)
+		return none, time.Time{}, false, claimFailed("claiming the Lease", mine, writableFrom, err)
 	}
 	return mine, writableFrom, true, nil
+}
+
+// unknownClaim is a claim whose write may have applied: its answer was
+// lost (a timeout, a broken connection) or was an error that an API
+// server may return after applying (a 5xx).
+type unknownClaim struct {
+	mine         resourcelock.LeaderElectionRecord // the record it wrote
+	writableFrom time.Time                         // had it been answered
+	err          error
+}
+
+func (e *unknownClaim) Error() string {
+	return fmt.Sprintf("the claim's outcome is unknown: %v", e.err)
+}
+
+func (e *unknownClaim) Unwrap() error { return e.err }
+
+// claimFailed is the error of a claim's write: an *unknownClaim unless
+// the API server refused it, which it does before applying anything.
+func claimFailed(what string, mine resourcelock.LeaderElectionRecord, writableFrom time.Time, err error) error {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		// A 4xx is a refusal (409 a conflict or a Lease that exists, 429
+		// a request the server shed, 403, 422); but for 408 it is
+		// answered before anything applies.
+		if code := status.Status().Code; code >= 400 && code < 500 && code != 408 {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return &unknownClaim{mine: mine, writableFrom: writableFrom, err: fmt.Errorf("%s: %w", what, err)}
+}
+
+// settle answers for a claim whose write may have applied. Applied, the
+// Lease names this process from the claim's start: the fencer counts its
+// wait from that record, so the process must keep the holder's
+// obligations as if it had been answered, the stop at the deadline among
+// them, or a pod the fencer then proves stopped would go on to claim the
+// Lease and write. So it holds from the claim's start at once, with the
+// watchdog running and writing not yet allowed, then reads the Lease:
+// its own record confirms the claim, and it goes on as any holder does;
+// anything else (another record, none, a read that fails) cannot tell a
+// claim that never applied from one still in flight or overwritten, and
+// ends holding, so that the watchdog stops the process at the deadline.
+func (g *Guard) settle(ctx context.Context, unknown *unknownClaim) error {
+	start := unknown.mine.RenewTime.Time
+	g.mu.Lock()
+	g.holding, g.renewedAt, g.writableFrom, g.acquired = true, start, maxTime, unknown.mine
+	g.mu.Unlock()
+	go g.watchdog()
+	rctx, cancel := context.WithTimeout(ctx, g.opts.RenewInterval)
+	record, _, err := g.lock.Get(rctx)
+	cancel()
+	if err == nil && sameWrite(*record, unknown.mine) {
+		g.mu.Lock()
+		g.writableFrom = unknown.writableFrom
+		g.mu.Unlock()
+		g.log.info("claimed the Lease (its answer was lost; a read shows the claim)", "lease", g.name, "holder", g.opts.Identity, "writableFrom", unknown.writableFrom)
+		return nil
+	}
+	if err == nil {
+		err = errors.New("the Lease does not show it")
+	}
+	return g.lost(fmt.Errorf("%w; settling it: %w", unknown, err))
+}
+
+// maxTime is later than any clock reads: writing not yet allowed.
+var maxTime = time.Unix(1<<62, 0)
+
+// sameWrite reports whether a record read back is the one written: the
+// same holder, acquisition and renewal, the times to the microsecond a
+// Lease stores.
+func sameWrite(read, wrote resourcelock.LeaderElectionRecord) bool {
+	micro := func(t metav1.Time) time.Time { return t.Time.Truncate(time.Microsecond) }
+	return read.HolderIdentity == wrote.HolderIdentity && read.LeaseDurationSeconds == wrote.LeaseDurationSeconds &&
+		read.LeaderTransitions == wrote.LeaderTransitions &&
+		micro(read.AcquireTime).Equal(micro(wrote.AcquireTime)) && micro(read.RenewTime).Equal(micro(wrote.RenewTime))
 }
 
 // wait is how long a holder of a Lease whose record states

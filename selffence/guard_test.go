@@ -36,6 +36,10 @@ type leaseServer struct {
 	updates  atomic.Int32 // updates asked for
 	stored   atomic.Int32 // updates stored
 	onUpdate atomic.Pointer[func(n int32) error]
+	// onStored, when set, runs after each update is stored: an error it
+	// returns is the answer, as when a write applies and its answer is
+	// lost.
+	onStored atomic.Pointer[func(n int32) error]
 }
 
 // setOnUpdate sets the hook that runs inside each update.
@@ -61,6 +65,11 @@ func newLeaseServer(t *testing.T, leases ...*coordinationv1.Lease) *leaseServer 
 	})
 	s.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		l, err := s.write(a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease))
+		if f := s.onStored.Load(); err == nil && f != nil {
+			if err := (*f)(s.stored.Load()); err != nil {
+				return true, nil, err
+			}
+		}
 		return true, l, err
 	})
 	// Prepended last, so run first: the hook, then the write.
