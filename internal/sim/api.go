@@ -515,10 +515,13 @@ func (pc podClient) Delete(ctx context.Context, name string, opts metav1.DeleteO
 		if err != nil {
 			return nil, err
 		}
-		if opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds == 0 {
+		deleted, err := pc.c.w.store.deletePod(pc.namespace, name, opts)
+		if err == nil && opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds == 0 {
+			// Applied, its preconditions met: a refused delete frees
+			// nothing.
 			pc.c.w.forceDeleting(pod)
 		}
-		return pc.c.w.store.deletePod(pc.namespace, name, opts)
+		return deleted, err
 	})
 	return err
 }

@@ -35,6 +35,11 @@ type mutation struct {
 	// defect is real code, but another part of today's design keeps
 	// every promise without the code it breaks.
 	masked string
+	// from is the seed the search starts at, for a defect that this
+	// simulator found deep in an exploration, where a search from seed 1
+	// would take hours: the search then shows that the seed still finds
+	// it. Zero: seed 1.
+	from uint64
 }
 
 var mutations = []mutation{{
@@ -96,6 +101,11 @@ var mutations = []mutation{{
 	defect: "a Guard renews the Lease after its watchdog ended writing",
 	edits:  []edit{{"selffence/guard.go", "\t\tif ended {\n\t\t\treturn g.lost(ErrExpired)\n\t\t}\n", "\t\tif false && ended {\n\t\t\treturn g.lost(ErrExpired)\n\t\t}\n"}},
 	masked: "the renewal loop's other checks stand in for the one removed: it sends no renewal once the expiry has passed and drops an answer that comes after it, and on one clock the watchdog never ends writing before the expiry; a late renewal would only lengthen the successor's and the fencer's waits, and the watchdog still stops the process by the deadline of the last renewal it saw",
+}, {
+	name:   "claim-of-unknown-outcome-taken-as-refused",
+	defect: "a Guard whose claim was applied but whose answer was lost takes the claim as refused: it goes on claiming without a holder's obligations while the Lease names its pod, so the fencer proves the pod stopped and the pod then claims and writes (found by this simulator, at seed 345,240 of the million)",
+	edits:  []edit{{"selffence/guard.go", "\t\tif errors.As(err, &unknown) {\n", "\t\tif false && errors.As(err, &unknown) {\n"}},
+	from:   345_240,
 }}
 
 // Each defect of earlier rounds, reintroduced alone, is found by the
@@ -194,13 +204,14 @@ func TestMutant(t *testing.T) {
 	if m.masked != "" {
 		most = 1_500
 	}
+	first := max(m.from, 1)
 	start := time.Now()
-	e := search(t, most, m.opts)
+	e := search(t, first, most, m.opts)
 	if e.seed == 0 {
 		fmt.Printf("mutant %s: not found in %d seeds (%s)\n", name, most, time.Since(start).Round(time.Second))
 		return
 	}
-	fmt.Printf("mutant %s: found at seed %d after %d seeds and %s: %s\n", name, e.seed, e.seed, time.Since(start).Round(time.Millisecond), e.violation)
+	fmt.Printf("mutant %s: found at seed %d after %d seeds and %s: %s\n", name, e.seed, e.seed-first+1, time.Since(start).Round(time.Millisecond), e.violation)
 }
 
 // mutationNamed is the mutation of that name, or nil.
@@ -219,15 +230,15 @@ type found struct {
 	violation string
 }
 
-// search runs seeds from 1 to most on every core, and stops once the
+// search runs most seeds from first on every core, and stops once the
 // lowest seed with a violation inside the promises is known.
-func search(t *testing.T, most uint64, opts sim.Options) found {
+func search(t *testing.T, first, most uint64, opts sim.Options) found {
 	var mu sync.Mutex
 	var best found
-	onEveryCore(1, func(seed uint64) bool {
+	onEveryCore(first, func(seed uint64) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return seed <= most && (best.seed == 0 || seed < best.seed)
+		return seed-first < most && (best.seed == 0 || seed < best.seed)
 	}, func(seed uint64) {
 		var res sim.Result
 		synctest.Test(t, func(*testing.T) { res = sim.Run(seed, opts) })

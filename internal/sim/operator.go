@@ -241,6 +241,7 @@ func (w *world) forceDeleting(pod *corev1.Pod) {
 				fd.running = append(fd.running, c.proc.name)
 			default:
 				fd.idle = append(fd.idle, c.proc.name)
+				fd.idleProcs = append(fd.idleProcs, c.proc)
 			}
 		}
 	}
@@ -256,4 +257,5 @@ type forceDelete struct {
 	// Lease; frozen those frozen; idle those running that could not
 	// write and had not held it.
 	running, frozen, idle []string
+	idleProcs             []*process // idle's processes, which must never write
 }

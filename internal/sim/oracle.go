@@ -15,7 +15,8 @@ import (
 //     a write in flight while its process was frozen: the window that
 //     docs/safety.md names, counted apart.
 //   - Every force delete was of a pod whose writers had all stopped (a
-//     frozen one is the window again).
+//     frozen one is the window again), and none of its processes that
+//     still ran writes afterwards.
 //   - A process whose Guard held the Lease has stopped by the Lease's
 //     expiry plus the deadline, on its own clock, unless it was frozen.
 //   - Once the last fault has healed, the data is written again within
@@ -29,6 +30,14 @@ func (w *world) judge(res *Result) {
 	for _, fd := range w.forceDeletes {
 		if len(fd.running) > 0 {
 			res.Violations = append(res.Violations, fmt.Sprintf("at %s the force delete of %s (%s) freed writers still running %v", fd.at, fd.pod, fd.uid, fd.running))
+		}
+		// A process that ran without the Lease when its pod was freed
+		// must never write: the proof said the pod would not.
+		for _, wr := range w.writes {
+			if wr.start >= fd.at && slices.Contains(fd.idleProcs, wr.proc) {
+				res.Violations = append(res.Violations, fmt.Sprintf("at %s %s wrote, though its pod %s (%s) was force deleted at %s as stopped", wr.start, wr.proc.name, fd.pod, fd.uid, fd.at))
+				break
+			}
 		}
 	}
 	res.Recovered = -1

@@ -61,6 +61,37 @@ func TestTheOracleFindsAFreedWriterAndNoWriterAfterTheHeal(t *testing.T) {
 	}
 }
 
+// The oracle finds a process that ran without the Lease when its pod was
+// force deleted as stopped, and wrote afterwards; one that wrote only
+// before the delete, or a process of the pod's replacement of the same
+// name, is no finding.
+func TestTheOracleFindsAFreedPodsProcessThatWritesLater(t *testing.T) {
+	idle, replacement := &process{name: "db-0/db#2"}, &process{name: "db-0/db#2"}
+	for _, tc := range []struct {
+		name  string
+		write *write
+		finds bool
+	}{
+		{"its idle process writes after the delete", &write{proc: idle, resource: "data", start: 11 * time.Second, end: 12 * time.Second}, true},
+		{"its idle process wrote only before the delete", &write{proc: idle, resource: "data", start: 8 * time.Second, end: 9 * time.Second}, false},
+		{"the replacement of the same name writes", &write{proc: replacement, resource: "data", start: 11 * time.Second, end: 12 * time.Second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(1)
+			w.forceDeletes = []forceDelete{{pod: "db-0", uid: "u", at: 10 * time.Second, idle: []string{idle.name}, idleProcs: []*process{idle}}}
+			w.writes = []*write{tc.write}
+			res := Result{Healed: 0}
+			w.judge(&res)
+			found := slices.ContainsFunc(res.Violations, func(v string) bool {
+				return strings.Contains(v, "db-0/db#2 wrote, though its pod db-0 (u) was force deleted at 10s as stopped")
+			})
+			if found != tc.finds {
+				t.Fatalf("violations %q; want the finding: %v", res.Violations, tc.finds)
+			}
+		})
+	}
+}
+
 // A process's clock runs at its rate from its offset, and its timers fire
 // when its own clock reaches them, never before.
 func TestAClockRunsAtItsRateAndItsTimersFireOnIt(t *testing.T) {
