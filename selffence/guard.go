@@ -135,11 +135,11 @@ func (g *Guard) Held() <-chan struct{} { return g.held }
 //     its deadline. The Guard claims it at once, so that no other Guard
 //     takes it, and renews it, but the process may write only once that
 //     same wait has passed since the claim started;
-//   - a claim whose outcome is unknown (no answer, or a 5xx) may have
-//     applied: the Guard holds from the claim's start, writing not yet
-//     allowed, and reads the Lease; its own record confirms the claim,
-//     and anything else ends holding, the process stopped at the
-//     deadline as any holder's.
+//   - a claim whose outcome is unknown (no answer, or a 5xx; a claim in
+//     flight when ctx ends too) may have applied: the Guard holds from
+//     the claim's start, writing not yet allowed, and reads the Lease;
+//     its own record confirms the claim, and anything else ends holding,
+//     the process stopped at the deadline as any holder's.
 //
 // Every holder of one Lease must use the same Duration and Deadline
 // (Stamp them from one Options).
