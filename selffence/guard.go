@@ -170,10 +170,7 @@ func (g *Guard) claim(ctx context.Context) error {
 	for {
 		record, writableFrom, ok, err := g.tryClaim(ctx, &observed, &observedAt)
 		if ok {
-			g.mu.Lock()
-			g.holding, g.renewedAt, g.writableFrom, g.acquired = true, record.RenewTime.Time, writableFrom, record
-			g.mu.Unlock()
-			go g.watchdog()
+			g.hold(record, writableFrom)
 			g.log.info("claimed the Lease", "lease", g.name, "holder", g.opts.Identity, "writableFrom", writableFrom)
 			return nil
 		}
@@ -283,15 +280,11 @@ func claimFailed(what string, mine resourcelock.LeaderElectionRecord, writableFr
 // claim that never applied from one still in flight or overwritten, and
 // ends holding, so that the watchdog stops the process at the deadline.
 func (g *Guard) settle(ctx context.Context, unknown *unknownClaim) error {
-	start := unknown.mine.RenewTime.Time
-	g.mu.Lock()
-	g.holding, g.renewedAt, g.writableFrom, g.acquired = true, start, maxTime, unknown.mine
-	g.mu.Unlock()
-	go g.watchdog()
+	g.hold(unknown.mine, maxTime)
 	rctx, cancel := context.WithTimeout(ctx, g.opts.RenewInterval)
 	record, _, err := g.lock.Get(rctx)
 	cancel()
-	if err == nil && sameWrite(*record, unknown.mine) {
+	if err == nil && sameRecord(*record, unknown.mine) {
 		g.mu.Lock()
 		g.writableFrom = unknown.writableFrom
 		g.mu.Unlock()
@@ -307,14 +300,14 @@ func (g *Guard) settle(ctx context.Context, unknown *unknownClaim) error {
 // maxTime is later than any clock reads: writing not yet allowed.
 var maxTime = time.Unix(1<<62, 0)
 
-// sameWrite reports whether a record read back is the one written: the
-// same holder, acquisition and renewal, the times to the microsecond a
-// Lease stores.
-func sameWrite(read, wrote resourcelock.LeaderElectionRecord) bool {
-	micro := func(t metav1.Time) time.Time { return t.Time.Truncate(time.Microsecond) }
-	return read.HolderIdentity == wrote.HolderIdentity && read.LeaseDurationSeconds == wrote.LeaseDurationSeconds &&
-		read.LeaderTransitions == wrote.LeaderTransitions &&
-		micro(read.AcquireTime).Equal(micro(wrote.AcquireTime)) && micro(read.RenewTime).Equal(micro(wrote.RenewTime))
+// hold starts holding the Lease with record, from its renewTime, writing
+// allowed from writableFrom, and starts the watchdog: nothing comes
+// between the two.
+func (g *Guard) hold(record resourcelock.LeaderElectionRecord, writableFrom time.Time) {
+	g.mu.Lock()
+	g.holding, g.renewedAt, g.writableFrom, g.acquired = true, record.RenewTime.Time, writableFrom, record
+	g.mu.Unlock()
+	go g.watchdog()
 }
 
 // wait is how long a holder of a Lease whose record states
@@ -428,7 +421,7 @@ func (g *Guard) record(start time.Time, transitions int) resourcelock.LeaderElec
 // lost ends holding for err.
 func (g *Guard) lost(err error) error {
 	lost := &LostError{Lease: g.name, Err: err}
-	g.log.info("stopped writing: a renewal failed", "lease", g.name, "reason", err.Error())
+	g.log.info("stopped holding the Lease", "lease", g.name, "reason", err.Error())
 	return lost
 }
 
@@ -519,8 +512,12 @@ func (g *Guard) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// sameRecord reports whether two reads of the Lease show one record.
+// sameRecord reports whether two records are one: two reads of the
+// Lease, or a read and the record written. Times compare to the
+// microsecond a Lease stores, since a record written keeps the clock's
+// nanoseconds.
 func sameRecord(a, b resourcelock.LeaderElectionRecord) bool {
+	micro := func(t metav1.Time) time.Time { return t.Time.Truncate(time.Microsecond) }
 	return a.HolderIdentity == b.HolderIdentity && a.LeaseDurationSeconds == b.LeaseDurationSeconds &&
-		a.AcquireTime.Equal(&b.AcquireTime) && a.RenewTime.Equal(&b.RenewTime) && a.LeaderTransitions == b.LeaderTransitions
+		micro(a.AcquireTime).Equal(micro(b.AcquireTime)) && micro(a.RenewTime).Equal(micro(b.RenewTime)) && a.LeaderTransitions == b.LeaderTransitions
 }

@@ -240,13 +240,12 @@ func (w *world) forceDeleting(pod *corev1.Pod) {
 			case c.held() || (c.canWrite != nil && c.canWrite()):
 				fd.running = append(fd.running, c.proc.name)
 			default:
-				fd.idle = append(fd.idle, c.proc.name)
-				fd.idleProcs = append(fd.idleProcs, c.proc)
+				fd.idle = append(fd.idle, c.proc)
 			}
 		}
 	}
 	w.forceDeletes = append(w.forceDeletes, fd)
-	w.logf("operator: force delete of %s (%s); writers running %v, frozen %v, running without the Lease %v", pod.Name, pod.UID, fd.running, fd.frozen, fd.idle)
+	w.logf("operator: force delete of %s (%s); writers running %v, frozen %v, running without the Lease %v", pod.Name, pod.UID, fd.running, fd.frozen, processNames(fd.idle))
 }
 
 // forceDelete is a force delete as it applied.
@@ -254,8 +253,16 @@ type forceDelete struct {
 	pod, uid string
 	at       time.Duration
 	// running are the processes that wrote, could write or had held the
-	// Lease; frozen those frozen; idle those running that could not
-	// write and had not held it.
-	running, frozen, idle []string
-	idleProcs             []*process // idle's processes, which must never write
+	// Lease; frozen those frozen, by name; idle those running that could
+	// not write and had not held it, which must never write.
+	running, frozen []string
+	idle            []*process
+}
+
+func processNames(ps []*process) []string {
+	names := make([]string, 0, len(ps))
+	for _, p := range ps {
+		names = append(names, p.name)
+	}
+	return names
 }

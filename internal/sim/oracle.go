@@ -34,7 +34,7 @@ func (w *world) judge(res *Result) {
 		// A process that ran without the Lease when its pod was freed
 		// must never write: the proof said the pod would not.
 		for _, wr := range w.writes {
-			if wr.start >= fd.at && slices.Contains(fd.idleProcs, wr.proc) {
+			if wr.start >= fd.at && slices.Contains(fd.idle, wr.proc) {
 				res.Violations = append(res.Violations, fmt.Sprintf("at %s %s wrote, though its pod %s (%s) was force deleted at %s as stopped", wr.start, wr.proc.name, fd.pod, fd.uid, fd.at))
 				break
 			}

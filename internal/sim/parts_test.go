@@ -52,7 +52,7 @@ func TestTheOracleFindsAPlantedDoubleWrite(t *testing.T) {
 // a run whose data nobody wrote again after the last heal.
 func TestTheOracleFindsAFreedWriterAndNoWriterAfterTheHeal(t *testing.T) {
 	w := newWorld(1)
-	w.forceDeletes = []forceDelete{{pod: "db-0", uid: "u", running: []string{"db-0/db#0"}}, {pod: "db-1", uid: "v", idle: []string{"db-1/db#3"}}}
+	w.forceDeletes = []forceDelete{{pod: "db-0", uid: "u", running: []string{"db-0/db#0"}}, {pod: "db-1", uid: "v", idle: []*process{{name: "db-1/db#3"}}}}
 	w.writes = []*write{{proc: &process{name: "a"}, resource: "data", start: 0, end: time.Second}}
 	res := Result{Healed: time.Minute}
 	w.judge(&res)
@@ -78,7 +78,7 @@ func TestTheOracleFindsAFreedPodsProcessThatWritesLater(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(1)
-			w.forceDeletes = []forceDelete{{pod: "db-0", uid: "u", at: 10 * time.Second, idle: []string{idle.name}, idleProcs: []*process{idle}}}
+			w.forceDeletes = []forceDelete{{pod: "db-0", uid: "u", at: 10 * time.Second, idle: []*process{idle}}}
 			w.writes = []*write{tc.write}
 			res := Result{Healed: 0}
 			w.judge(&res)
