@@ -390,25 +390,29 @@ func TestControllerAtScale(t *testing.T) {
 	// taint-eviction controller's DELETE answered to the force DELETE
 	// answered, the pod gone. The test's watch, an API client under the
 	// same load, sees both later, each by its own delay.
-	podDeletes, err := cp.PodDeletes()
-	if err != nil {
-		t.Fatal(err)
-	}
 	onFailedNode := map[string]bool{}
 	for _, p := range histories {
 		if p.NodeName == failed.Name() {
 			onFailedNode[p.Name] = true
 		}
 	}
-	graceful, force := map[string]time.Time{}, map[string]harness.PodDelete{}
-	for _, d := range podDeletes {
-		switch {
-		case !onFailedNode[d.Name] || d.Code != 200:
-		case d.GracePeriodSeconds != nil && *d.GracePeriodSeconds == 0:
-			force[d.Name] = d
-		case graceful[d.Name].IsZero():
-			graceful[d.Name] = d.Answered
+	var graceful map[string]time.Time
+	var force map[string]harness.PodDelete
+	_, err = cp.PodDeletesWhen(ctx, func(podDeletes []harness.PodDelete) bool {
+		graceful, force = map[string]time.Time{}, map[string]harness.PodDelete{}
+		for _, d := range podDeletes {
+			switch {
+			case !onFailedNode[d.Name] || d.Code != 200:
+			case d.GracePeriodSeconds != nil && *d.GracePeriodSeconds == 0:
+				force[d.Name] = d
+			case graceful[d.Name].IsZero():
+				graceful[d.Name] = d.Answered
+			}
 		}
+		return len(graceful) == len(onFailed) && len(force) == len(onFailed)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	// And the controller's own share of it: from the DELETE answered (the
 	// pod's deletion, which its watch then brings) to its force DELETE

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,6 +143,26 @@ func (cp *ControlPlane) PodDeletes() ([]PodDelete, error) {
 		}
 	}
 	return out, err
+}
+
+// PodDeletesWhen reads the audit log until done accepts the pod DELETEs it
+// holds, or until ctx ends or 10 s pass, and returns the last read. The API
+// server logs a request after it answers it, so a watch can see a pod gone
+// before its DELETE is in the log.
+func (cp *ControlPlane) PodDeletesWhen(ctx context.Context, done func([]PodDelete) bool) ([]PodDelete, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		deletes, err := cp.PodDeletes()
+		if err != nil || done(deletes) {
+			return deletes, err
+		}
+		select {
+		case <-ctx.Done():
+			return deletes, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Writes returns every write of the users in Options.AuditWritesBy that
