@@ -455,7 +455,7 @@ func watchLease(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, n
 
 // writeWriterKubeconfig writes to path a kubeconfig for the writers of
 // namespace ns: the service account writer, allowed get, create and update
-// on leases there, reaching the API server at its URL, which on a real
+// on leases there and get on pods (each Guard reads its own), reaching the API server at its URL, which on a real
 // node's network is the node's relay.
 func writeWriterKubeconfig(ctx context.Context, t *testing.T, cp *harness.ControlPlane, ns, path string) {
 	t.Helper()
@@ -465,6 +465,7 @@ func writeWriterKubeconfig(ctx context.Context, t *testing.T, cp *harness.Contro
 	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "writer"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 	}}
 	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

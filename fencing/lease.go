@@ -157,8 +157,14 @@ const MaxDuration = math.MaxInt32 * time.Second
 // No proof, with a detail that says why: a pod without the annotations; an
 // annotation that is not valid; a Lease that is missing, held by none, or
 // without a duration or a renew time; held by another holder without an
-// acquireTime; a renewal (a new record waits afresh). A Lease that cannot be read (RBAC denied, a
-// timeout) is an error, and the check says the fencer failed.
+// acquireTime; a renewal (a new record waits afresh); a pod whose
+// deletion has not begun (no deletionTimestamp): a process of it that
+// does not hold the Lease (restarted while its node was cut off) may
+// claim it after this read, and selffence.Guard refuses to write under a
+// claim only once its pod's deletion has begun, so only a read made after
+// that proves the pod's processes stopped. A Lease that cannot be read
+// (RBAC denied, a timeout) is an error, and the check says the fencer
+// failed.
 //
 // A LeaseFencer must come from NewLeaseFencer. It is safe for concurrent
 // use.
@@ -249,6 +255,13 @@ func (f *LeaseFencer) Fence(ctx context.Context, q health.FenceQuery) (health.Fe
 		// Whichever pod this check asks about, holder is seen holding the
 		// Lease: evidence for a later takeover from it.
 		q.Sightings.FirstSeen(holderKey(pod.Namespace, proto.lease, holder))
+	}
+	if pod.DeletionTimestamp == nil {
+		// A process of the pod that does not hold the Lease (restarted
+		// while its node was cut off) may claim it after this read; its
+		// Guard refuses to write under a claim once the pod's deletion
+		// has begun, so only a read made after that proves anything.
+		return health.Fence{Detail: name + ": the pod's deletion has not begun, so a process of it may still claim the Lease after this read: no evidence"}, nil
 	}
 	switch {
 	case holder == "":

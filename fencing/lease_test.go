@@ -207,6 +207,11 @@ func TestLeaseFencerFailsClosed(t *testing.T) {
 		{"no deadline", evictedOn("pg-1", "n1", withAnnotation(fencing.AnnotationLease, "pg")), lease("pg-1", renewed, "1"), nil, "without podhealth.io/fence-deadline", nil},
 		{"not a lease name", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationLease, "PG/x")), lease("pg-1", renewed, "1"), nil, "is not a Lease name", nil},
 		{"an empty holder", evictedOn("pg-1", "n1", selfFencing, withAnnotation(fencing.AnnotationHolder, "")), lease("", renewed, "1"), nil, "podhealth.io/fence-holder is empty", nil},
+		// A process of the pod restarted while its node was cut off may
+		// claim the Lease after this read: until the pod's deletion has
+		// begun, no record proves it stopped, however long unrenewed.
+		{"a pod whose deletion has not begun", evictedOn("pg-1", "n1", selfFencing, func(p *corev1.Pod) { p.DeletionTimestamp = nil }), lease("pg-1", renewed, "1"), nil,
+			"the pod's deletion has not begun, so a process of it may still claim the Lease after this read", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLeases()

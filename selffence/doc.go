@@ -22,7 +22,14 @@
 // holder whose record it sees unchanged for the record's duration plus
 // the deadline plus a margin, and, for a Lease that is missing or names
 // no holder (never held, or cleared or deleted under its holder), the
-// same wait after its own claim of it (see Guard.Run).
+// same wait after its own claim of it (see Guard.Run). And it claims only
+// for a pod that is there under its UID and not being deleted, and writes
+// under a claim only once a read of its pod, sent after the claim's
+// answer, says the same: the fencer proves a pod stopped only from a read
+// of the Lease made once the pod's deletion began, so no process of a pod
+// it freed writes afterwards (ErrPodEnded). The Guard reads its Lease and
+// its pod through a Client: it needs get, create and update on leases and
+// get on pods in its namespace.
 //
 // Options.Stamp writes the same settings on a pod template as the
 // protocol's annotations, so that the deadline a pod states is the one its

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/podhealth/podhealth/selffence"
@@ -15,12 +16,13 @@ import (
 // the Guard's context. The operator stamps the same settings on the pod
 // template, so the pods state the deadline their Guards enforce.
 func Example() {
-	client := fake.NewClientset()                                                  // kubernetes.NewForConfig(config) in a workload
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-1", UID: "4c6f3a4e-uid-of-pg-1"}}
+	client := fake.NewClientset(pod)                                               // kubernetes.NewForConfig(config) in a workload
 	protocol := selffence.Options{Lease: "pg-primary", Deadline: 10 * time.Second} // the operator's and the workload's
 	opts := protocol
-	opts.Namespace, opts.Identity = "db", "pg-1" // the pod's, from the downward API
-	opts.Exit = func() {}                        // in this example only: a workload keeps the default, os.Exit(1)
-	guard, err := selffence.New(client.CoordinationV1(), opts)
+	opts.Namespace, opts.Identity, opts.PodUID = pod.Namespace, pod.Name, pod.UID // the pod's, from the downward API
+	opts.Exit = func() {}                                                         // in this example only: a workload keeps the default, os.Exit(1)
+	guard, err := selffence.New(client, opts)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -47,8 +49,8 @@ func Example() {
 
 // Settings that could not be kept are refused, each named.
 func ExampleNew_refused() {
-	_, err := selffence.New(fake.NewClientset().CoordinationV1(), selffence.Options{
-		Namespace: "db", Lease: "pg-primary", Identity: "pg-1",
+	_, err := selffence.New(fake.NewClientset(), selffence.Options{
+		Namespace: "db", Lease: "pg-primary", Identity: "pg-1", PodUID: "4c6f3a4e-uid-of-pg-1",
 		Duration: 10 * time.Second, RenewInterval: 10 * time.Second, Deadline: 500 * time.Millisecond,
 	})
 	fmt.Println(err)

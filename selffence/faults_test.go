@@ -21,6 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -45,9 +47,9 @@ type guardRun struct {
 func startGuard(t *testing.T, s *leaseServer, identity string, opts selffence.Options) *guardRun {
 	t.Helper()
 	r := &guardRun{done: make(chan error, 1), exitAt: make(chan time.Time, 1)}
-	opts.Namespace, opts.Lease, opts.Identity = "db", "pg-primary", identity
+	opts.Namespace, opts.Lease, opts.Identity, opts.PodUID = "db", "pg-primary", identity, uidOf(identity)
 	opts.Exit = func() { r.exitAt <- time.Now() }
-	g, err := selffence.New(s.CoordinationV1(), opts)
+	g, err := selffence.New(s, opts)
 	require.NoError(t, err)
 	r.g = g
 	ctx, cancel := context.WithCancel(context.Background())
@@ -134,7 +136,7 @@ func TestAGuardWaitsOutAHolderItCouldNotSee(t *testing.T) {
 // while the Guard counted 136 years, and a deadline near the longest
 // Duration made the wait negative.
 func TestSettingsTooWideForTheLeaseAreRefused(t *testing.T) {
-	valid := selffence.Options{Namespace: "db", Lease: "pg-primary", Identity: "pg-1"}
+	valid := selffence.Options{Namespace: "db", Lease: "pg-primary", Identity: "pg-1", PodUID: uidOf("pg-1")}
 	for name, change := range map[string]func(*selffence.Options){
 		"a duration past int32 seconds": func(o *selffence.Options) { o.Duration = (1<<32 + 10) * time.Second },
 		"the longest deadline":          func(o *selffence.Options) { o.Deadline = 2562047*time.Hour + 47*time.Minute + 16*time.Second },
@@ -144,9 +146,9 @@ func TestSettingsTooWideForTheLeaseAreRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := valid
 			change(&o)
-			_, err := selffence.New(newLeaseServer(t).CoordinationV1(), o)
+			_, err := selffence.New(newLeaseServer(t), o)
 			require.ErrorContains(t, err, "the longest a Lease states")
-			o.Identity = ""
+			o.Identity, o.PodUID = "", ""
 			require.ErrorContains(t, o.Stamp(&corev1.PodTemplateSpec{}), "the longest a Lease states", "Stamp refuses it alike")
 		})
 	}
@@ -360,6 +362,116 @@ func TestAClaimOfUnknownOutcomeKeepsTheHoldersObligations(t *testing.T) {
 				require.ErrorAs(t, <-b.done, &lostErr)
 				require.ErrorIs(t, lostErr, tc.beforeIt)
 				require.Equal(t, "pg-1", *s.lease(t).Spec.HolderIdentity, "the claim never applied")
+			})
+		})
+	}
+}
+
+var podsResource = corev1.SchemeGroupVersion.WithResource("pods")
+
+// A process left running after its pod was deleted (restarted by a
+// kubelet cut off from the API server, which then went down) must never
+// write under the Lease: the fencer proves the pod stopped from a read of
+// the Lease made once the pod's deletion began. So the Guard claims only
+// while a read of its pod shows it there, under its UID, and not being
+// deleted; and once a claim applied, it lets the process write only after
+// another such read, sent after the claim's answer. A pod that ends
+// before the claim ends Run with ErrPodEnded, the Lease untouched and
+// nothing stopped; one that ends while the claim is in flight, or a pod
+// that cannot be read after it, ends holding: never allowed to write, the
+// process stopped at the claim's start + 10 s + 5 s - 1 s. A pod that
+// cannot be read before the claim only delays it.
+func TestAProcessWhosePodEndedNeverWritesUnderTheLease(t *testing.T) {
+	unavailable := apierrors.NewServiceUnavailable("etcd is slow")
+	evict := func(t *testing.T, s *leaseServer) {
+		pod := podNamed("pg-2")
+		pod.DeletionTimestamp = ptr.To(metav1.Now())
+		require.NoError(t, s.Tracker().Update(podsResource, pod, "db"))
+	}
+	remove := func(t *testing.T, s *leaseServer) { require.NoError(t, s.Tracker().Delete(podsResource, "db", "pg-2")) }
+	replace := func(t *testing.T, s *leaseServer) {
+		remove(t, s)
+		pod := podNamed("pg-2")
+		pod.UID = "uid-of-the-next-pg-2"
+		require.NoError(t, s.Tracker().Add(pod))
+	}
+	for _, tc := range []struct {
+		name         string
+		before       func(*testing.T, *leaseServer) // before the Guard starts
+		inFlight     func(*testing.T, *leaseServer) // once the claim is stored, before its answer
+		readsFailFor time.Duration                  // reads of the pod fail from the start for this long
+		readsFail    bool                           // reads of the pod fail once the claim is stored
+		claims       bool                           // the claim is written
+		holds        bool                           // the claimer goes on to write
+		wantErr      error
+	}{
+		{name: "evicted before the claim: never claimed", before: evict, wantErr: selffence.ErrPodEnded},
+		{name: "gone before the claim: never claimed", before: remove, wantErr: selffence.ErrPodEnded},
+		{name: "replaced before the claim: never claimed", before: replace, wantErr: selffence.ErrPodEnded},
+		{name: "evicted while the claim was in flight: stopped at the deadline", inFlight: evict, claims: true, wantErr: selffence.ErrPodEnded},
+		{name: "replaced while the claim was in flight: stopped at the deadline", inFlight: replace, claims: true, wantErr: selffence.ErrPodEnded},
+		{name: "unreadable after the claim: stopped at the deadline", readsFail: true, claims: true, wantErr: unavailable},
+		{name: "unreadable for a minute before the claim: claimed later", readsFailFor: time.Minute, claims: true, holds: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				long := metav1.NewMicroTime(start.Add(-time.Hour))
+				s := newLeaseServer(t, &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-primary"},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("pg-1"), LeaseDurationSeconds: ptr.To[int32](10),
+						AcquireTime: &long, RenewTime: &long},
+				})
+				if tc.before != nil {
+					tc.before(t, s)
+				}
+				var readsFail atomic.Bool
+				s.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+					if readsFail.Load() || time.Since(start) < tc.readsFailFor {
+						return true, nil, unavailable
+					}
+					return false, nil, nil
+				})
+				var claimed time.Time
+				s.onStored.Store(ptr.To(func(n int32) error {
+					if n == 1 {
+						claimed = time.Now()
+						if tc.inFlight != nil {
+							tc.inFlight(t, s)
+						}
+						readsFail.Store(tc.readsFail)
+					}
+					return nil
+				}))
+				b := startGuard(t, s, "pg-2", tenSeconds)
+				defer stopAll(b)
+				writes := firstMayWrite(b.g, 3*time.Minute)
+				if !tc.claims {
+					require.ErrorIs(t, <-b.done, tc.wantErr)
+					require.EqualValues(t, 0, s.updates.Load(), "no claim")
+					require.True(t, writes.IsZero(), "never allowed to write")
+					require.Empty(t, b.exitAt, "never held: nothing to stop")
+					return
+				}
+				require.False(t, claimed.IsZero(), "claimed")
+				require.Equal(t, "pg-2", *s.lease(t).Spec.HolderIdentity, "the claim applied")
+				if tc.holds {
+					require.False(t, claimed.Before(start.Add(tc.readsFailFor)), "claimed at %s, once its pod could be read", claimed.Sub(start))
+					require.WithinDuration(t, claimed, writes, 100*time.Millisecond, "writes %s after the claim", writes.Sub(claimed))
+					require.Empty(t, b.exitAt, "not stopped")
+					return
+				}
+				require.True(t, writes.IsZero(), "never allowed to write")
+				stopped := <-b.exitAt
+				require.WithinDuration(t, claimed.Add(14*time.Second), stopped, 10*time.Millisecond, "stopped at the claim's start + 10 s + 5 s - 1 s")
+				var lostErr *selffence.LostError
+				require.ErrorAs(t, <-b.done, &lostErr)
+				require.ErrorIs(t, lostErr, tc.wantErr)
+				select {
+				case <-b.g.Held():
+					t.Fatal("Held closed")
+				default:
+				}
 			})
 		})
 	}

@@ -11,7 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/podhealth/podhealth/internal/nilcheck"
 )
 
 // LostError is why a Guard stopped holding its Lease: a renewal that
@@ -27,6 +30,14 @@ func (e *LostError) Error() string {
 
 func (e *LostError) Unwrap() error { return e.Err }
 
+// ErrPodEnded is why a Guard does not claim its Lease, or does not let
+// the process write under a claim: its pod (Options.Identity in
+// Options.Namespace) is being deleted, is gone, or is another pod of the
+// same name (another UID than Options.PodUID). A fencer may prove that
+// pod stopped from the Lease from then on, so no process of it may take
+// the Lease up again. It holds for good: a deleted pod does not come back.
+var ErrPodEnded = errors.New("the pod is being deleted, gone, or replaced")
+
 // ErrExpired is the LostError's Err when the Lease expired on the
 // process's clock before a renewal succeeded: the process was frozen, or
 // the renewal was too slow.
@@ -39,7 +50,8 @@ var ErrExpired = errors.New("the Lease expired before a renewal succeeded")
 type Guard struct {
 	opts Options
 	lock *resourcelock.LeaseLock
-	name string // namespace/name, for messages
+	pods corev1client.PodInterface // the pod's namespace
+	name string                    // namespace/name, for messages
 	log  *asyncLog
 
 	held    chan struct{} // closed once the process may write
@@ -62,12 +74,20 @@ type Guard struct {
 	acquired resourcelock.LeaderElectionRecord
 }
 
+// Client is what a Guard reads and writes through: its Lease, and its own
+// pod, which it only reads. A clientset (kubernetes.Interface, and
+// client-go's fake one) is one.
+type Client interface {
+	CoordinationV1() coordinationv1client.CoordinationV1Interface
+	CoreV1() corev1client.CoreV1Interface
+}
+
 // New returns a Guard of the Lease that opts name, read and written
-// through leases (a clientset's CoordinationV1()). It refuses settings
+// through client, which also reads the process's pod. It refuses settings
 // that cannot be kept.
-func New(leases coordinationv1client.LeasesGetter, opts Options) (*Guard, error) {
-	if leases == nil {
-		return nil, errors.New("selffence: New: nil LeasesGetter")
+func New(client Client, opts Options) (*Guard, error) {
+	if nilcheck.IsNil(client) {
+		return nil, errors.New("selffence: New: nil Client")
 	}
 	opts, err := opts.withDefaults(true)
 	if err != nil {
@@ -80,9 +100,10 @@ func New(leases coordinationv1client.LeasesGetter, opts Options) (*Guard, error)
 		opts: opts,
 		lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Lease},
-			Client:     leases,
+			Client:     client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
 		},
+		pods:    client.CoreV1().Pods(opts.Namespace),
 		name:    opts.Namespace + "/" + opts.Lease,
 		log:     newAsyncLog(opts.Logger),
 		held:    make(chan struct{}),
@@ -141,6 +162,16 @@ func (g *Guard) Held() <-chan struct{} { return g.held }
 //     its own record confirms the claim, and anything else ends holding,
 //     the process stopped at the deadline as any holder's.
 //
+// And its pod: the Guard claims only while a read of its pod shows it
+// there under Options.PodUID and not being deleted, and once the claim
+// applied, the process may write only after another such read, sent
+// after the claim's answer, shows the same. A pod whose deletion began
+// may be proved stopped by the fencer from any read of the Lease from
+// then on, and a claim that read did not see applied after it: this read
+// then shows the deletion. Before a claim, such a pod ends Run with
+// ErrPodEnded, the Lease never held; after one, holding ends as for a
+// lost Lease (the process never wrote, and is stopped at the deadline).
+//
 // Every holder of one Lease must use the same Duration and Deadline
 // (Stamp them from one Options).
 func (g *Guard) Run(ctx context.Context) error {
@@ -168,11 +199,20 @@ func (g *Guard) claim(ctx context.Context) error {
 	var observed *resourcelock.LeaderElectionRecord // the record last read
 	var observedAt time.Time                        // when it was first read
 	for {
-		record, writableFrom, ok, err := g.tryClaim(ctx, &observed, &observedAt)
+		err := g.readPod(ctx)
+		if errors.Is(err, ErrPodEnded) {
+			g.log.info("not claiming the Lease", "lease", g.name, "reason", err.Error())
+			return err
+		}
+		var record resourcelock.LeaderElectionRecord
+		var writableFrom time.Time
+		ok := false
+		if err == nil {
+			record, writableFrom, ok, err = g.tryClaim(ctx, &observed, &observedAt)
+		}
 		if ok {
-			g.hold(record, writableFrom)
-			g.log.info("claimed the Lease", "lease", g.name, "holder", g.opts.Identity, "writableFrom", writableFrom)
-			return nil
+			g.hold(record, maxTime)
+			return g.confirm(ctx, writableFrom, "claimed the Lease")
 		}
 		var unknown *unknownClaim
 		if errors.As(err, &unknown) {
@@ -285,16 +325,52 @@ func (g *Guard) settle(ctx context.Context, unknown *unknownClaim) error {
 	record, _, err := g.lock.Get(rctx)
 	cancel()
 	if err == nil && sameRecord(*record, unknown.mine) {
-		g.mu.Lock()
-		g.writableFrom = unknown.writableFrom
-		g.mu.Unlock()
-		g.log.info("claimed the Lease (its answer was lost; a read shows the claim)", "lease", g.name, "holder", g.opts.Identity, "writableFrom", unknown.writableFrom)
-		return nil
+		return g.confirm(ctx, unknown.writableFrom, "claimed the Lease (its answer was lost; a read shows the claim)")
 	}
 	if err == nil {
 		err = errors.New("the Lease does not show it")
 	}
 	return g.lost(fmt.Errorf("%w; settling it: %w", unknown, err))
+}
+
+// confirm lets the process write from writableFrom under the claim it
+// holds, once a read of its pod sent now, after the claim applied, shows
+// the pod there, under its UID, and not being deleted. A fencer proves
+// the pod stopped only from a read of the Lease made after the pod's
+// deletion began: a claim that read did not show applied after it, and
+// this read shows the deletion. Anything else (a pod deleted or
+// replaced, a read that fails) ends holding, the process stopped at the
+// deadline, never having written.
+func (g *Guard) confirm(ctx context.Context, writableFrom time.Time, claimed string) error {
+	if err := g.readPod(ctx); err != nil {
+		return g.lost(fmt.Errorf("the Lease is claimed, but the pod may not write under it: %w", err))
+	}
+	g.mu.Lock()
+	g.writableFrom = writableFrom
+	g.mu.Unlock()
+	g.log.info(claimed, "lease", g.name, "holder", g.opts.Identity, "writableFrom", writableFrom)
+	return nil
+}
+
+// readPod reads the process's pod, within RenewInterval: nil when it is
+// there under Options.PodUID and not being deleted, an error wrapping
+// ErrPodEnded when it is not, and any other error when the read failed.
+func (g *Guard) readPod(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, g.opts.RenewInterval)
+	defer cancel()
+	pod, err := g.pods.Get(rctx, g.opts.Identity, metav1.GetOptions{})
+	name := g.opts.Namespace + "/" + g.opts.Identity
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("pod %s is gone: %w", name, ErrPodEnded)
+	case err != nil:
+		return fmt.Errorf("reading pod %s: %w", name, err)
+	case pod.UID != g.opts.PodUID:
+		return fmt.Errorf("pod %s has UID %s, not this process's %s: %w", name, pod.UID, g.opts.PodUID, ErrPodEnded)
+	case pod.DeletionTimestamp != nil:
+		return fmt.Errorf("pod %s is being deleted: %w", name, ErrPodEnded)
+	}
+	return nil
 }
 
 // maxTime is later than any clock reads: writing not yet allowed.

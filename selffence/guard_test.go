@@ -11,9 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -46,7 +48,7 @@ type leaseServer struct {
 func (s *leaseServer) setOnUpdate(f func(n int32) error) { s.onUpdate.Store(&f) }
 
 func newLeaseServer(t *testing.T, leases ...*coordinationv1.Lease) *leaseServer {
-	s := &leaseServer{Clientset: fake.NewClientset()}
+	s := &leaseServer{Clientset: fake.NewClientset(podNamed("pg-1"), podNamed("pg-2"))}
 	for _, l := range leases {
 		s.rv++
 		l.ResourceVersion = strconv.Itoa(s.rv)
@@ -106,6 +108,14 @@ func (s *leaseServer) write(l *coordinationv1.Lease) (*coordinationv1.Lease, err
 	return l, nil
 }
 
+// podNamed is pod name of namespace db, as the API server serves it.
+func podNamed(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: name, UID: uidOf(name)}}
+}
+
+// uidOf is the UID of podNamed(name).
+func uidOf(name string) types.UID { return types.UID("uid-of-" + name) }
+
 // leaseExists reports whether the Lease has been created.
 func leaseExists(s *leaseServer) bool {
 	_, err := s.Tracker().Get(leasesResource, "db", "pg-primary")
@@ -130,9 +140,9 @@ func run(t *testing.T, s *leaseServer, clk *fakeClock, opts selffence.Options) (
 func runCancel(t *testing.T, s *leaseServer, clk *fakeClock, opts selffence.Options) (*selffence.Guard, chan error, *atomic.Int32, context.CancelFunc) {
 	t.Helper()
 	exits := new(atomic.Int32)
-	opts.Namespace, opts.Lease, opts.Identity = "db", "pg-primary", "pg-1"
+	opts.Namespace, opts.Lease, opts.Identity, opts.PodUID = "db", "pg-primary", "pg-1", uidOf("pg-1")
 	opts.Clock, opts.Exit = clk, func() { exits.Add(1) }
-	g, err := selffence.New(s.CoordinationV1(), opts)
+	g, err := selffence.New(s, opts)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -373,7 +383,7 @@ func TestAGuardTakesAHeldLeaseOnlyOnceItsHolderHasStopped(t *testing.T) {
 func TestAGuardStopsTheProcessAtTheDeadlineWhateverEndedRun(t *testing.T) {
 	s, clk := newLeaseServer(t), newFakeClock()
 	g, done, exits, cancelG := runHeld(t, s, clk, tenSeconds)
-	g2, err := selffence.New(s.CoordinationV1(), selffence.Options{Namespace: "db", Lease: "pg-primary", Identity: "pg-2", Clock: clk,
+	g2, err := selffence.New(s, selffence.Options{Namespace: "db", Lease: "pg-primary", Identity: "pg-2", PodUID: uidOf("pg-2"), Clock: clk,
 		Exit: func() { t.Error("a Guard that never held stopped the process") }})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

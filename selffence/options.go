@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
@@ -27,8 +28,8 @@ const (
 )
 
 // Options configure a Guard, and the annotations that Stamp writes. The
-// zero value, with the Lease named (and, for a Guard, the namespace and
-// identity), is the default.
+// zero value, with the Lease named (and, for a Guard, the namespace,
+// identity and pod's UID), is the default.
 type Options struct {
 	// Namespace and Lease name the Lease the workload must hold to write.
 	// Lease is required; Namespace is required by New (Stamp leaves the
@@ -40,6 +41,15 @@ type Options struct {
 	// holder that fencing.LeaseFencer expects. Required by New; refused
 	// by Stamp (see Stamp).
 	Identity string
+	// PodUID is the UID of the pod this process runs in (the downward
+	// API's metadata.uid), the pod named Identity in Namespace. The Guard
+	// claims the Lease only while that pod exists under that UID and is
+	// not being deleted, and writes only once a read of the pod made
+	// after its claim applied shows it so: a process left running after
+	// its pod was deleted (its kubelet gone) never writes under a claim
+	// that the fencer, which proves the pod stopped, did not see.
+	// Required by New; refused by Stamp.
+	PodUID types.UID
 	// Duration is the Lease's duration, in whole seconds. Zero means
 	// DefaultDuration.
 	Duration time.Duration
@@ -86,12 +96,18 @@ func (o Options) withDefaults(guard bool) (Options, error) {
 	if !guard && o.Identity != "" {
 		errs = append(errs, fmt.Errorf("the identity %q is set: the annotations state the protocol for every pod of a template, each holding the Lease under its own name, so a Guard's Identity is its pod's name; stamp without an Identity", o.Identity))
 	}
+	if !guard && o.PodUID != "" {
+		errs = append(errs, fmt.Errorf("the pod's UID %q is set: the annotations state the protocol for every pod of a template; stamp without a PodUID", o.PodUID))
+	}
 	if guard {
 		if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("the namespace %q is not a namespace: %s", o.Namespace, msgs[0]))
 		}
 		if o.Identity == "" {
 			errs = append(errs, errors.New("the identity is empty: it is the Lease's holder, the pod's name"))
+		}
+		if o.PodUID == "" {
+			errs = append(errs, errors.New("the pod's UID is empty: it is the downward API's metadata.uid, without which a process could not tell its pod deleted or replaced"))
 		}
 	}
 	if o.Duration == 0 {
@@ -158,8 +174,9 @@ func (o Options) withDefaults(guard bool) (Options, error) {
 // its Identity (the downward API's metadata.name) and what the fencer
 // expects. So Stamp refuses a set Identity: a template cannot name each
 // pod's holder, and a Guard whose Identity is not its pod's name would
-// have its own renewals read as another holder's takeover. Stamp with the
-// Options of the Guards less their Identity.
+// have its own renewals read as another holder's takeover. It refuses a
+// set PodUID alike. Stamp with the Options of the Guards less their
+// Identity and PodUID.
 func (o Options) Stamp(template *corev1.PodTemplateSpec) error {
 	if template == nil {
 		return errors.New("selffence: Stamp: nil pod template")

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -19,7 +20,7 @@ import (
 )
 
 func TestSettingsThatCannotBeKeptAreRefused(t *testing.T) {
-	valid := selffence.Options{Namespace: "db", Lease: "pg-primary", Identity: "pg-1"}
+	valid := selffence.Options{Namespace: "db", Lease: "pg-primary", Identity: "pg-1", PodUID: "uid-of-pg-1"}
 	for _, tt := range []struct {
 		name   string
 		change func(*selffence.Options)
@@ -39,17 +40,18 @@ func TestSettingsThatCannotBeKeptAreRefused(t *testing.T) {
 		{"a Lease name that is not one", func(o *selffence.Options) { o.Lease = "PG primary" }, "is not a Lease name"},
 		{"no namespace", func(o *selffence.Options) { o.Namespace = "" }, `the namespace "" is not a namespace`},
 		{"no identity", func(o *selffence.Options) { o.Identity = "" }, "the identity is empty"},
+		{"no pod UID", func(o *selffence.Options) { o.PodUID = "" }, "the pod's UID is empty"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o := valid
 			tt.change(&o)
-			_, err := selffence.New(fake.NewClientset().CoordinationV1(), o)
+			_, err := selffence.New(fake.NewClientset(), o)
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
 	_, err := selffence.New(nil, valid)
-	require.ErrorContains(t, err, "nil LeasesGetter")
-	_, err = selffence.New(fake.NewClientset().CoordinationV1(), valid)
+	require.ErrorContains(t, err, "nil Client")
+	_, err = selffence.New(fake.NewClientset(), valid)
 	require.NoError(t, err, "the defaults can be kept")
 }
 
@@ -79,6 +81,9 @@ func TestStampRefusesAnIdentityThatIsNotEachPodsName(t *testing.T) {
 	err := selffence.Options{Lease: "pg-primary", Identity: "writer-a"}.Stamp(&tmpl)
 	require.ErrorContains(t, err, `the identity "writer-a" is set`)
 	require.Nil(t, tmpl.Annotations)
+	err = selffence.Options{Lease: "pg-primary", PodUID: "uid-of-pg-1"}.Stamp(&tmpl)
+	require.ErrorContains(t, err, `the pod's UID "uid-of-pg-1" is set`, "one pod's UID is no template's")
+	require.Nil(t, tmpl.Annotations)
 }
 
 // The deadline a stamped pod states is the one its Guard enforces: the
@@ -91,6 +96,7 @@ func TestAStampedPodIsStoppedBeforeTheFencerProvesItStopped(t *testing.T) {
 	require.NoError(t, opts.Stamp(&tmpl))
 	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
 	pod.Namespace, pod.Name, pod.UID = "db", "pg-1", "pg-1-uid"
+	pod.DeletionTimestamp = &metav1.Time{Time: time.Unix(0, 0)} // evicted: the fencer proves only a pod whose deletion began
 
 	s, clk := newLeaseServer(t), newFakeClock()
 	g, _, exits, _ := runHeld(t, s, clk, opts)

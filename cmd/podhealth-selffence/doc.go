@@ -41,7 +41,11 @@
 // alone, and the workload it left running is one that nothing would stop
 // at its deadline. The kubelet restarts the workload, which asks again.
 // It refuses to run as PID 1 (no shared process namespace) or in the
-// host's PID namespace, and an --identity that is not $POD_NAME.
+// host's PID namespace, and an --identity that is not $POD_NAME. It reads
+// its pod's UID from $POD_UID (the downward API's metadata.uid) or
+// --pod-uid: it claims the Lease only while its pod is there under that
+// UID and not being deleted, and answers true under a claim only once a
+// read of its pod after the claim says the same.
 //
 // What it cannot do: a write the workload started just before the answer
 // turned false is in flight, and finishes if its process is frozen and
@@ -49,5 +53,5 @@
 // storage that caches writes must have them on disk within the deadline;
 // a node whose monotonic clock stops measures nothing. docs/safety.md
 // states these windows. It needs get, create and update on the Lease
-// (coordination.k8s.io leases) in its pod's namespace.
+// (coordination.k8s.io leases) and get on pods in its pod's namespace.
 package main

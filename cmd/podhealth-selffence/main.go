@@ -18,7 +18,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -32,7 +31,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, sidecar{
-		leases: leasesFromConfig,
+		client: clientFromConfig,
 		start: func() error {
 			if err := checkProcessNamespace(); err != nil {
 				return err
@@ -50,11 +49,11 @@ func main() {
 	}
 }
 
-// sidecar is what run needs from outside: the Lease client, the stop of
+// sidecar is what run needs from outside: the API client, the stop of
 // the pod's other processes when it starts (start), and at the deadline
 // (stop, never returning).
 type sidecar struct {
-	leases func(kubeconfig string) (coordinationv1client.LeasesGetter, error)
+	client func(kubeconfig string) (selffence.Client, error)
 	start  func() error
 	stop   func()
 	// opts, when not nil, changes the Guard's options last (tests).
@@ -79,6 +78,7 @@ func parse(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.opts.Lease, "lease", "", "the Lease, in the pod's namespace, that the workload must hold to write (required)")
 	fs.StringVar(&c.opts.Namespace, "namespace", getenv("POD_NAMESPACE"), "the pod's namespace (default $POD_NAMESPACE)")
 	fs.StringVar(&c.opts.Identity, "identity", getenv("POD_NAME"), "the Lease's holder: the pod's name (default $POD_NAME)")
+	fs.StringVar((*string)(&c.opts.PodUID), "pod-uid", getenv("POD_UID"), "the pod's UID, from the downward API's metadata.uid (default $POD_UID)")
 	fs.DurationVar(&c.opts.Duration, "duration", selffence.DefaultDuration, "the Lease's duration, whole seconds")
 	fs.DurationVar(&c.opts.RenewInterval, "renew-interval", 0, "how often to renew (default a third of --duration)")
 	fs.DurationVar(&c.opts.Deadline, "deadline", selffence.DefaultDeadline, "how long after the Lease's expiry the pod's processes are stopped: what the pod states in podhealth.io/fence-deadline")
@@ -97,16 +97,21 @@ func parse(args []string, getenv func(string) string) (config, error) {
 	if c.listen == "" && c.file == "" && !c.printAnnotations && !c.version {
 		return c, errors.New("neither --listen nor --file: the workload could not ask whether it may write")
 	}
-	identitySet := false
-	fs.Visit(func(f *flag.Flag) { identitySet = identitySet || f.Name == "identity" })
+	identitySet, uidSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		identitySet = identitySet || f.Name == "identity"
+		uidSet = uidSet || f.Name == "pod-uid"
+	})
 	switch podName := getenv("POD_NAME"); {
 	case c.printAnnotations && identitySet:
 		return c, fmt.Errorf("--identity %q with --print-annotations: the annotations state the protocol for every pod of a template, each holding the Lease under its own name; drop --identity", c.opts.Identity)
+	case c.printAnnotations && uidSet:
+		return c, fmt.Errorf("--pod-uid %q with --print-annotations: the annotations state the protocol for every pod of a template; drop --pod-uid", c.opts.PodUID)
 	case identitySet && podName != "" && c.opts.Identity != podName:
 		return c, fmt.Errorf("--identity %q is not the pod's name %q ($POD_NAME): the fencer expects the pod's name as the Lease's holder, and would read this one's renewals as another holder's takeover", c.opts.Identity, podName)
 	}
 	if c.printAnnotations {
-		c.opts.Identity = ""
+		c.opts.Identity, c.opts.PodUID = "", ""
 	}
 	return c, nil
 }
@@ -135,7 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		}
 		return nil
 	}
-	leases, err := s.leases(c.kubeconfig)
+	client, err := s.client(c.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -148,7 +153,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	// may-write file a predecessor left goes first, so that the
 	// restarted workload does not read it, then the pod's other processes
 	// are stopped (s.start); the listener and the file keeper answer.
-	return sidecarlogic.Run(ctx, leases, c.opts, sidecarlogic.Hooks{
+	return sidecarlogic.Run(ctx, client, c.opts, sidecarlogic.Hooks{
 		Start: func() error {
 			if c.file != "" {
 				if err := os.Remove(c.file); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -227,9 +232,9 @@ func keepFile(g *selffence.Guard, path string) {
 	}
 }
 
-// leasesFromConfig is the Lease client of the pod's service account, or of
-// a kubeconfig.
-func leasesFromConfig(kubeconfig string) (coordinationv1client.LeasesGetter, error) {
+// clientFromConfig is the client of the pod's service account, or of a
+// kubeconfig.
+func clientFromConfig(kubeconfig string) (selffence.Client, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -244,5 +249,5 @@ func leasesFromConfig(kubeconfig string) (coordinationv1client.LeasesGetter, err
 	if err != nil {
 		return nil, err
 	}
-	return cs.CoordinationV1(), nil
+	return cs, nil
 }

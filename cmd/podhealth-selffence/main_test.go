@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/podhealth/podhealth/selffence"
 )
 
 var metav1GetOptions = metav1.GetOptions{}
@@ -37,7 +39,7 @@ func env(vars map[string]string) func(string) string {
 // second, for a busy machine); the pod's processes are stopped at the
 // Lease's expiry plus the deadline less the stop.
 func TestTheSidecarTellsTheWorkloadWhetherItMayWriteAndStopsThePodAtTheDeadline(t *testing.T) {
-	client := fake.NewClientset()
+	client := fake.NewClientset(podPG1)
 	var failing atomic.Bool
 	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if failing.Load() {
@@ -49,13 +51,13 @@ func TestTheSidecarTellsTheWorkloadWhetherItMayWriteAndStopsThePodAtTheDeadline(
 	stopped := make(chan time.Time, 1)
 	file := filepath.Join(t.TempDir(), "may-write")
 	s := sidecar{
-		leases:    func(string) (coordinationv1client.LeasesGetter, error) { return client.CoordinationV1(), nil },
+		client:    func(string) (selffence.Client, error) { return client, nil },
 		stop:      func() { stopped <- time.Now() },
 		listening: func(a net.Addr) { addr <- a },
 	}
 	args := []string{"--lease", "pg-primary", "--listen", "127.0.0.1:0", "--file", file,
 		"--duration", "1s", "--renew-interval", "200ms", "--deadline", "500ms", "--stop-takes", "100ms"}
-	go run(context.Background(), args, env(map[string]string{"POD_NAMESPACE": "db", "POD_NAME": "pg-1"}), io.Discard, s) //nolint:errcheck // blocks once held
+	go run(context.Background(), args, env(podPG1Env), io.Discard, s) //nolint:errcheck // blocks once held
 	base := "http://" + (<-addr).String()
 	getPath := func(path string) (int, string) {
 		resp, err := http.Get(base + path)
@@ -108,6 +110,13 @@ func TestTheSidecarTellsTheWorkloadWhetherItMayWriteAndStopsThePodAtTheDeadline(
 	require.Equal(t, "false\n", body)
 }
 
+// podPG1 is the sidecar's pod, and podPG1Env what the downward API tells
+// the sidecar of it.
+var (
+	podPG1    = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-1", UID: "uid-of-pg-1"}}
+	podPG1Env = map[string]string{"POD_NAMESPACE": "db", "POD_NAME": "pg-1", "POD_UID": "uid-of-pg-1"}
+)
+
 func TestTheSidecarPrintsTheAnnotationsOfItsSettings(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"--lease", "pg-primary", "--deadline", "30s", "--print-annotations"}, env(nil), &out, sidecar{})
@@ -116,10 +125,8 @@ func TestTheSidecarPrintsTheAnnotationsOfItsSettings(t *testing.T) {
 }
 
 func TestTheSidecarRefusesWhatItCannotKeep(t *testing.T) {
-	leases := func(string) (coordinationv1client.LeasesGetter, error) {
-		return fake.NewClientset().CoordinationV1(), nil
-	}
-	podEnv := env(map[string]string{"POD_NAMESPACE": "db", "POD_NAME": "pg-1"})
+	client := func(string) (selffence.Client, error) { return fake.NewClientset(podPG1), nil }
+	podEnv := env(podPG1Env)
 	for name, tt := range map[string]struct {
 		args []string
 		env  func(string) string
@@ -128,7 +135,9 @@ func TestTheSidecarRefusesWhatItCannotKeep(t *testing.T) {
 		"no way to ask":           {[]string{"--lease", "l", "--listen", ""}, podEnv, "neither --listen nor --file"},
 		"a renewal too slow":      {[]string{"--lease", "l", "--duration", "5s", "--renew-interval", "5s"}, podEnv, "renew interval 5s is not below"},
 		"a deadline under a stop": {[]string{"--lease", "l", "--deadline", "1s"}, podEnv, "deadline 1s is not longer"},
-		"no pod name":             {[]string{"--lease", "l"}, env(map[string]string{"POD_NAMESPACE": "db"}), "identity is empty"},
+		"no pod name":             {[]string{"--lease", "l"}, env(map[string]string{"POD_NAMESPACE": "db", "POD_UID": "uid-of-pg-1"}), "identity is empty"},
+		"no pod UID":              {[]string{"--lease", "l"}, env(map[string]string{"POD_NAMESPACE": "db", "POD_NAME": "pg-1"}), "the pod's UID is empty"},
+		"a pod UID to print":      {[]string{"--lease", "l", "--pod-uid", "uid-of-pg-1", "--print-annotations"}, env(nil), `--pod-uid "uid-of-pg-1" with --print-annotations`},
 		"no Lease":                {nil, podEnv, "is not a Lease name"},
 		"an argument":             {[]string{"--lease", "l", "extra"}, podEnv, "unexpected arguments"},
 		"the longest deadline":    {[]string{"--lease", "l", "--deadline", "2562047h47m16s"}, podEnv, "longer than 596523h14m7s, the longest a Lease states"},
@@ -137,7 +146,7 @@ func TestTheSidecarRefusesWhatItCannotKeep(t *testing.T) {
 		"an identity to print":    {[]string{"--lease", "l", "--identity", "writer-a", "--print-annotations"}, env(nil), `--identity "writer-a" with --print-annotations`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			err := run(context.Background(), tt.args, tt.env, io.Discard, sidecar{leases: leases, stop: func() { t.Error("stopped") },
+			err := run(context.Background(), tt.args, tt.env, io.Discard, sidecar{client: client, stop: func() { t.Error("stopped") },
 				start: func() error { t.Error("started"); return nil }})
 			require.ErrorContains(t, err, tt.want)
 		})
@@ -149,14 +158,14 @@ func TestTheSidecarRefusesWhatItCannotKeep(t *testing.T) {
 // Before the Lease is held, a SIGTERM ends the sidecar with nothing to
 // stop.
 func TestASidecarThatNeverHeldTheLeaseStopsNothing(t *testing.T) {
-	client := fake.NewClientset()
+	client := fake.NewClientset(podPG1)
 	client.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("the API server is unreachable")
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	err := run(ctx, []string{"--lease", "l", "--listen", "127.0.0.1:0"}, env(map[string]string{"POD_NAMESPACE": "db", "POD_NAME": "pg-1"}), io.Discard, sidecar{
-		leases: func(string) (coordinationv1client.LeasesGetter, error) { return client.CoordinationV1(), nil },
+	err := run(ctx, []string{"--lease", "l", "--listen", "127.0.0.1:0"}, env(podPG1Env), io.Discard, sidecar{
+		client: func(string) (selffence.Client, error) { return client, nil },
 		stop:   func() { t.Error("stopped the pod without having held the Lease") },
 	})
 	require.ErrorIs(t, err, context.DeadlineExceeded)

@@ -22,7 +22,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
@@ -204,7 +207,9 @@ func (p *pod) exited(name string) []exit {
 // leaseAPI serves one namespace's Leases as an API server does where the
 // protocol leans on it: get, create (a Conflict-free AlreadyExists), and
 // update conditional on the stored resourceVersion (a Conflict
-// otherwise), on 127.0.0.1.
+// otherwise), on 127.0.0.1; and a get of the pods pg-1 and pg-2, whose
+// UIDs are uid-of-pg-1 and uid-of-pg-2, for the Guards' reads of their
+// own pods.
 type leaseAPI struct {
 	mu     sync.Mutex
 	rv     int
@@ -213,6 +218,17 @@ type leaseAPI struct {
 
 func (a *leaseAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	const prefix = "/apis/coordination.k8s.io/v1/namespaces/db/leases"
+	const pods = "/api/v1/namespaces/db/pods/"
+	if name, ok := strings.CutPrefix(r.URL.Path, pods); ok && r.Method == http.MethodGet {
+		if name != "pg-1" && name != "pg-2" {
+			writeStatus(w, apierrors.NewNotFound(corev1.Resource("pods"), name))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: name, UID: types.UID("uid-of-" + name)}})
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	gr := coordinationv1.Resource("leases")
@@ -335,13 +351,13 @@ current-context: c
 		"--duration", "2s", "--renew-interval", "500ms", "--deadline", "1s", "--stop-takes", "200ms"}
 
 	addrA, addrB := freeAddr(t), freeAddr(t)
-	pg1 := newPod(t, "POD_NAMESPACE=db", "POD_NAME=pg-1", "WRITES="+writes)
+	pg1 := newPod(t, "POD_NAMESPACE=db", "POD_NAME=pg-1", "POD_UID=uid-of-pg-1", "WRITES="+writes)
 	pg1.start("sidecar", "sidecar", append(settings, "--listen", addrA)...)
 	require.Eventually(t, func() bool { return mayWrite(addrA) }, 30*time.Second, 20*time.Millisecond, "pg-1's sidecar holds the Lease")
 	pg1.start("workload", "workload") // asked once, then writes until killed
 	require.Eventually(t, func() bool { _, err := os.Stat(writes); return err == nil }, 10*time.Second, 10*time.Millisecond, "pg-1's workload writes")
 
-	pg2 := newPod(t, "POD_NAMESPACE=db", "POD_NAME=pg-2")
+	pg2 := newPod(t, "POD_NAMESPACE=db", "POD_NAME=pg-2", "POD_UID=uid-of-pg-2")
 	pg2.start("sidecar", "sidecar", append(settings, "--listen", addrB)...)
 	time.Sleep(time.Second) // pg-2's sidecar has read pg-1's record
 	require.False(t, mayWrite(addrB))

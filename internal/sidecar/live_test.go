@@ -30,7 +30,7 @@ import (
 // still runs to its deadline.
 func TestLiveIsTrueUntilWritingEndsAfterAYes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		client := fake.NewClientset()
+		client := fake.NewClientset(pod)
 		var failing atomic.Bool
 		client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 			if failing.Load() {
@@ -46,7 +46,7 @@ func TestLiveIsTrueUntilWritingEndsAfterAYes(t *testing.T) {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
-			done <- sidecar.Run(ctx, client.CoordinationV1(), o, sidecar.Hooks{
+			done <- sidecar.Run(ctx, client, o, sidecar.Hooks{
 				Start: func() error { return nil },
 				// The deadline's stop: this process is stopped, and the
 				// call does not return before the test lets it.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-
 	"github.com/podhealth/podhealth/selffence"
 )
 
@@ -39,12 +37,12 @@ type Hooks struct {
 // Once it was held, writing has stopped when the Guard returns, and Run
 // waits for the stop that the Guard makes at the deadline
 // (hooks.Stopped), then returns the Guard's error.
-func Run(ctx context.Context, leases coordinationv1client.LeasesGetter, opts selffence.Options, hooks Hooks) error {
+func Run(ctx context.Context, client selffence.Client, opts selffence.Options, hooks Hooks) error {
 	if hooks.Start == nil || hooks.Stop == nil {
 		return errors.New("sidecar: Run: Hooks.Start and Hooks.Stop are required")
 	}
 	opts.Exit = hooks.Stop
-	guard, err := selffence.New(leases, opts)
+	guard, err := selffence.New(client, opts)
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func (w *world) startContainer(run *podRun, c *container) {
 	w.logf("%s: started on %s (clock rate %d ppm)", p.name, run.node.name, p.rate)
 	switch c.kind {
 	case guardWriter:
-		guard, err := selffence.New(client{w: w, p: p}.CoordinationV1(), w.guardOptions(p, run.pod.Name))
+		guard, err := selffence.New(client{w: w, p: p}, w.guardOptions(p, run.pod))
 		if err != nil {
 			// The process exits, as a workload whose Guard is refused
 			// does; the kubelet restarts it.
@@ -201,7 +201,7 @@ func (w *world) runSidecar(run *podRun, c *container, p *process) {
 		Stopped: p.stopped,
 	}
 	go func() {
-		err := sidecar.Run(p.ctx, client{w: w, p: p}.CoordinationV1(), w.guardOptions(p, run.pod.Name), hooks)
+		err := sidecar.Run(p.ctx, client{w: w, p: p}, w.guardOptions(p, run.pod), hooks)
 		// The command exits when Run returns, with its error.
 		w.do(p, "exit", func() {
 			if !p.dead {
@@ -212,9 +212,9 @@ func (w *world) runSidecar(run *podRun, c *container, p *process) {
 }
 
 // guardOptions are the run's protocol settings for a process of pod.
-func (w *world) guardOptions(p *process, pod string) selffence.Options {
+func (w *world) guardOptions(p *process, pod *corev1.Pod) selffence.Options {
 	o := w.protocol
-	o.Namespace, o.Lease, o.Identity = namespace, primaryLease, pod
+	o.Namespace, o.Lease, o.Identity, o.PodUID = namespace, primaryLease, pod.Name, pod.UID
 	if w.workloadMargin != 0 {
 		o.Margin = w.workloadMargin
 	}

@@ -36,7 +36,8 @@ func TestLiveLeasesOverTheAPIReader(t *testing.T) {
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("pg-1"), LeaseDurationSeconds: ptr.To[int32](10),
 			RenewTime: ptr.To(metav1.NewMicroTime(renewed))},
 	})
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-1", UID: "u1", Annotations: map[string]string{
+	deleted := metav1.NewTime(renewed) // evicted: the fencer proves nothing before the deletion began
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-1", UID: "u1", DeletionTimestamp: &deleted, Annotations: map[string]string{
 		fencing.AnnotationLease: "pg-primary", fencing.AnnotationDeadline: "5s"}}}
 	live, err := crh.NewLiveLeases(c)
 	require.NoError(t, err)

@@ -23,8 +23,11 @@ import (
 	"github.com/podhealth/podhealth/podsource/kube"
 )
 
+// selfFencingPod is a pod that states the protocol, being deleted: the
+// fencer proves nothing before the deletion began.
 func selfFencingPod() *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-1", UID: "u1", Annotations: map[string]string{
+	deleted := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-1", UID: "u1", DeletionTimestamp: &deleted, Annotations: map[string]string{
 		fencing.AnnotationLease: "pg-primary", fencing.AnnotationDeadline: "5s",
 	}}}
 }

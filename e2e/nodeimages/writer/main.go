@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -50,7 +51,7 @@ func run() error {
 		}
 		interval = d
 	}
-	mayWrite, err := guard(identity)
+	mayWrite, err := guard(identity, uid)
 	if err != nil {
 		return err
 	}
@@ -81,8 +82,9 @@ func run() error {
 }
 
 // guard returns what says whether the writer may write: always, without
-// LEASE; with it, a selffence.Guard's MayWrite, its Run started.
-func guard(identity string) (func() bool, error) {
+// LEASE; with it, a selffence.Guard's MayWrite, its Run started, for the
+// pod identity whose UID is uid.
+func guard(identity, uid string) (func() bool, error) {
 	lease := os.Getenv("LEASE")
 	if lease == "" {
 		return func() bool { return true }, nil
@@ -109,12 +111,12 @@ func guard(identity string) (func() bool, error) {
 		return nil, err
 	}
 	ignore := os.Getenv("IGNORE_GUARD") == identity
-	opts := selffence.Options{Namespace: os.Getenv("POD_NAMESPACE"), Lease: lease, Identity: identity,
+	opts := selffence.Options{Namespace: os.Getenv("POD_NAMESPACE"), Lease: lease, Identity: identity, PodUID: types.UID(uid),
 		Duration: duration, RenewInterval: time.Second, Deadline: deadline}
 	if ignore {
 		opts.Exit = func() {} // the mutation: never stopped
 	}
-	g, err := selffence.New(client.CoordinationV1(), opts)
+	g, err := selffence.New(client, opts)
 	if err != nil {
 		return nil, err
 	}
