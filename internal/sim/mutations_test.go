@@ -66,7 +66,10 @@ var mutations = []mutation{{
 }, {
 	name:   "startup-probe-holds-the-liveness-probe",
 	defect: "a workload that cannot ask is probed as docs/safety.md prescribed before: a startup probe of /may-write holds the liveness probe until it passes, and a restarted kubelet, which keeps that success in memory only, holds it again (found by reading the kubelet's prober, and modelled here)",
-	opts:   sim.Options{Mutations: sim.Mutations{StartupProbe: true}},
+	// Fresh seeds found it at 4,656 until the Guard's reads of its own
+	// pod changed what runs draw, and not in 20,000 since: searched under
+	// TestAKubeletRestartHoldsBackNoLivenessProbe's schedule.
+	opts: sim.Options{Mutations: sim.Mutations{StartupProbe: true}, Faults: kubeletRestartThenFreeze},
 }, {
 	name:   "wait-restarts-past-the-ttl",
 	defect: "the Memory forgets a check's sightings after its TTL, though the check's RetryAfter is later: a wait longer than the TTL starts again at every look and never ends",
@@ -106,6 +109,16 @@ var mutations = []mutation{{
 	defect: "a Guard whose claim was applied but whose answer was lost takes the claim as refused: it goes on claiming without a holder's obligations while the Lease names its pod, so the fencer proves the pod stopped and the pod then claims and writes (found by this simulator, at seed 345,240 of the million)",
 	edits:  []edit{{"selffence/guard.go", "\t\tif errors.As(err, &unknown) {\n", "\t\tif false && errors.As(err, &unknown) {\n"}},
 	from:   345_240,
+	masked: "the Guard's reads of its own pod: it writes only under a claim answered in time and followed by a read that shows its pod not being deleted, and the fencer proves nothing before the deletion began, so the claims taken as refused only lengthen the other Guards' and the fencer's waits",
+}, {
+	name:   "a-freed-pods-process-claims-later",
+	defect: "a Guard claims the Lease and writes whatever its pod's state, and the fencer proves a pod stopped from a read of the Lease made before the pod's deletion began: a process of the pod restarted while its node was cut off, left running with no kubelet, claims the Lease once the pod is freed, and writes (found by this simulator, at seed 44,550 of 120,000)",
+	edits: []edit{
+		{"selffence/guard.go", "\t\terr := g.readPod(ctx)\n", "\t\tvar err error\n"},
+		{"selffence/guard.go", "\tif err := g.readPod(ctx); err != nil {\n", "\tif err := error(nil); err != nil {\n"},
+		{"fencing/lease.go", "\tif pod.DeletionTimestamp == nil {\n", "\tif false {\n"},
+	},
+	from: 44_550,
 }}
 
 // Each defect of earlier rounds, reintroduced alone, is found by the

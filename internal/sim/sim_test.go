@@ -278,6 +278,15 @@ func TestTheOracleCatchesRunsOutsideThePromises(t *testing.T) {
 	}
 }
 
+// kubeletRestartThenFreeze is TestAKubeletRestartHoldsBackNoLivenessProbe's
+// schedule: a partition of the holder's node, a kubelet restart while the
+// sidecar answers false, then a freeze of a process.
+var kubeletRestartThenFreeze = []sim.Fault{
+	{Kind: "partition", At: 2 * time.Minute, Lasts: time.Minute},
+	{Kind: "kubelet-crash", At: 2*time.Minute + 10*time.Second, Lasts: 5 * time.Second},
+	{Kind: "freeze-process", At: 2*time.Minute + 17*time.Second, Lasts: 7 * time.Minute},
+}
+
 // A kubelet that restarts while the sidecar answers false (its Lease lost
 // in a partition, its stop still to come at the deadline), then a freeze
 // of the sidecar: the liveness probe of /live, with no startup probe,
@@ -287,11 +296,7 @@ func TestTheOracleCatchesRunsOutsideThePromises(t *testing.T) {
 // was chosen from the kubelet's code (docs/safety.md); each seed draws
 // the rest of the run.
 func TestAKubeletRestartHoldsBackNoLivenessProbe(t *testing.T) {
-	faults := []sim.Fault{
-		{Kind: "partition", At: 2 * time.Minute, Lasts: time.Minute},
-		{Kind: "kubelet-crash", At: 2*time.Minute + 10*time.Second, Lasts: 5 * time.Second},
-		{Kind: "freeze-process", At: 2*time.Minute + 17*time.Second, Lasts: 7 * time.Minute},
-	}
+	faults := kubeletRestartThenFreeze
 	broke := 0
 	for seed := uint64(1); seed <= 40; seed++ {
 		if res := runSeed(t, seed, sim.Options{Faults: faults}); len(res.Violations) > 0 || res.Outside != "" {
