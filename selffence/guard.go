@@ -167,8 +167,8 @@ func (g *Guard) Held() <-chan struct{} { return g.held }
 // applied, the process may write only after another such read, sent
 // after the claim's answer, shows the same. A pod whose deletion began
 // may be proved stopped by the fencer from any read of the Lease from
-// then on, and a claim that read did not see applied after it: this read
-// then shows the deletion. Before a claim, such a pod ends Run with
+// then on, and a claim that read did not see was applied after it: this
+// read then shows the deletion. Before a claim, such a pod ends Run with
 // ErrPodEnded, the Lease never held; after one, holding ends as for a
 // lost Lease (the process never wrote, and is stopped at the deadline).
 //
@@ -337,8 +337,8 @@ func (g *Guard) settle(ctx context.Context, unknown *unknownClaim) error {
 // holds, once a read of its pod sent now, after the claim applied, shows
 // the pod there, under its UID, and not being deleted. A fencer proves
 // the pod stopped only from a read of the Lease made after the pod's
-// deletion began: a claim that read did not show applied after it, and
-// this read shows the deletion. Anything else (a pod deleted or
+// deletion began: a claim that read did not show was applied after it,
+// and this read shows the deletion. Anything else (a pod deleted or
 // replaced, a read that fails) ends holding, the process stopped at the
 // deadline, never having written.
 func (g *Guard) confirm(ctx context.Context, writableFrom time.Time, claimed string) error {
