@@ -455,8 +455,9 @@ func watchLease(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, n
 
 // writeWriterKubeconfig writes to path a kubeconfig for the writers of
 // namespace ns: the service account writer, allowed get, create and update
-// on leases there and get on pods (each Guard reads its own), reaching the API server at its URL, which on a real
-// node's network is the node's relay.
+// on leases there and get on pods (each Guard reads its own), reaching the
+// API server at its URL, which on a real node's network is the node's
+// relay.
 func writeWriterKubeconfig(ctx context.Context, t *testing.T, cp *harness.ControlPlane, ns, path string) {
 	t.Helper()
 	c := cp.Client()
